@@ -1,0 +1,135 @@
+"""Shared fixtures: the team personas of a project (healthchecks-style alice/bob/charlie)."""
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from webapp.core.models import Membership, Project, Role
+
+PASSWORD = "pw-for-tests-1"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_files(settings, tmp_path):
+    """Uploads, run directories and models of a test live in its own temporary folder."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.RUNS_ROOT = tmp_path / "runs"
+    settings.MODELS_ROOT = tmp_path / "models"
+    for path in (settings.MEDIA_ROOT, settings.RUNS_ROOT, settings.MODELS_ROOT):
+        path.mkdir(parents=True, exist_ok=True)
+
+
+@pytest.fixture
+def project(db, django_user_model):
+    return Project.objects.create(slug="acme", name="Acme RLHF")
+
+
+def _member(django_user_model, project, username, role):
+    user = django_user_model.objects.create_user(username=username, password=PASSWORD)
+    if role is not None:
+        Membership.objects.create(project=project, user=user, role=role)
+    return user
+
+
+@pytest.fixture
+def admin_user(project, django_user_model):
+    return _member(django_user_model, project, "alice", Role.ADMIN)
+
+
+@pytest.fixture
+def engineer(project, django_user_model):
+    return _member(django_user_model, project, "erin", Role.ENGINEER)
+
+
+@pytest.fixture
+def reviewer(project, django_user_model):
+    return _member(django_user_model, project, "rita", Role.REVIEWER)
+
+
+@pytest.fixture
+def reviewer2(project, django_user_model):
+    return _member(django_user_model, project, "rob", Role.REVIEWER)
+
+
+@pytest.fixture
+def viewer(project, django_user_model):
+    return _member(django_user_model, project, "victor", Role.VIEWER)
+
+
+@pytest.fixture
+def outsider(project, django_user_model):
+    return _member(django_user_model, project, "oscar", None)
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def as_user():
+    """`as_user(user)` returns a logged-in test client."""
+    return client_for
+
+
+@pytest.fixture
+def api_for():
+    """`api_for(user)` returns a DRF client authenticated with the user's API token."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    def make(user):
+        token, _ = Token.objects.get_or_create(user=user)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        return client
+
+    return make
+
+
+def _database_url_for_current_connection() -> str:
+    from django.db import connection
+
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    auth = s["USER"] + (f":{s['PASSWORD']}" if s["PASSWORD"] else "")
+    return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+@pytest.fixture
+def celery_worker_proc(transactional_db, tmp_path, settings):
+    """A real Celery worker process (queues cpu and gpu) on the configured broker and the test database.
+
+    Tests that use it must commit their data (transactional_db) so the worker can see it.
+    """
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ)
+    env.update(DATABASE_URL=_database_url_for_current_connection(), PYTHONUNBUFFERED="1",
+               RUNS_ROOT=str(settings.RUNS_ROOT), MODELS_ROOT=str(settings.MODELS_ROOT))
+    log = tmp_path / "worker.log"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "jobs", "worker", "-Q", "cpu,gpu", "--pool=solo",
+             "--concurrency=1", "-l", "info", "--without-heartbeat", "--without-mingle", "--without-gossip",
+             "-n", f"test-{os.getpid()}@%h"],
+            cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and b"ready." not in log.read_bytes():
+        if proc.poll() is not None:
+            raise RuntimeError("celery worker exited early:\n" + log.read_text())
+        time.sleep(0.2)
+    proc.log_path = log
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()

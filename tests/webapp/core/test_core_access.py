@@ -1,0 +1,98 @@
+"""Roles and object-level access on the core pages and API."""
+from __future__ import annotations
+
+import pytest
+
+from webapp.core.models import AuditLog, Membership, Role
+
+pytestmark = pytest.mark.django_db
+
+
+def test_every_page_requires_login(client, project):
+    for url in ["/", "/p/acme/", "/p/acme/members/", "/p/acme/settings/", "/p/acme/audit/"]:
+        resp = client.get(url)
+        assert resp.status_code == 302 and resp["Location"].startswith("/login/"), url
+
+
+def test_login_page_renders_and_logs_in(client, admin_user):
+    assert client.get("/login/").status_code == 200
+    resp = client.post("/login/", {"username": "alice", "password": "pw-for-tests-1"})
+    assert resp.status_code == 302
+    assert client.get("/").status_code == 200
+
+
+def test_outsider_gets_404_for_project_pages(as_user, outsider):
+    c = as_user(outsider)
+    for url in ["/p/acme/", "/p/acme/members/", "/p/acme/settings/", "/p/acme/audit/"]:
+        assert c.get(url).status_code == 404, url
+
+
+def test_home_lists_only_my_projects(as_user, outsider, admin_user):
+    resp = as_user(outsider).get("/")
+    assert b"Acme RLHF" not in resp.content
+    assert b"Acme RLHF" in as_user(admin_user).get("/").content
+
+
+@pytest.mark.parametrize("fixture,members_post,settings_get,audit_get", [
+    ("viewer", 403, 403, 403),
+    ("reviewer", 403, 403, 403),
+    ("engineer", 403, 403, 200),
+    ("admin_user", 302, 200, 200),
+])
+def test_role_matrix_on_core_pages(request, as_user, django_user_model, fixture, members_post, settings_get,
+                                   audit_get):
+    user = request.getfixturevalue(fixture)
+    django_user_model.objects.create_user(username="newbie", password="x")
+    c = as_user(user)
+    assert c.get("/p/acme/").status_code == 200
+    assert c.get("/p/acme/members/").status_code == 200
+    assert c.post("/p/acme/members/", {"username": "newbie", "role": "viewer"}).status_code == members_post
+    assert c.get("/p/acme/settings/").status_code == settings_get
+    assert c.get("/p/acme/audit/").status_code == audit_get
+
+
+def test_admin_adds_member_and_it_is_audited(as_user, admin_user, django_user_model, project):
+    django_user_model.objects.create_user(username="newbie", password="x")
+    resp = as_user(admin_user).post("/p/acme/members/", {"username": "newbie", "role": "reviewer"})
+    assert resp.status_code == 302
+    assert Membership.objects.get(user__username="newbie").role == Role.REVIEWER
+    entry = AuditLog.objects.get(action="member.set")
+    assert entry.actor == admin_user and entry.after == {"role": "reviewer"}
+
+
+def test_unknown_user_error_is_shown_next_to_field(as_user, admin_user):
+    resp = as_user(admin_user).post("/p/acme/members/", {"username": "ghost", "role": "viewer"})
+    assert resp.status_code == 200
+    assert b"There is no user" in resp.content and b"field-error" in resp.content
+
+
+def test_last_admin_cannot_be_demoted(as_user, admin_user):
+    resp = as_user(admin_user).post("/p/acme/members/", {"username": "alice", "role": "viewer"})
+    assert resp.status_code == 200 and b"at least one admin" in resp.content
+    assert Membership.objects.get(user=admin_user).role == Role.ADMIN
+
+
+def test_project_settings_validation(as_user, admin_user, project):
+    c = as_user(admin_user)
+    assert c.post("/p/acme/settings/", {"review_overlap": 0}).status_code == 200
+    c.post("/p/acme/settings/", {"review_overlap": 2, "review_blind": "on"})
+    project.refresh_from_db()
+    assert project.review_overlap == 2 and project.review_blind is True
+
+
+def test_create_project_makes_creator_admin(as_user, outsider):
+    resp = as_user(outsider).post("/", {"name": "Side quest", "slug": ""})
+    assert resp.status_code == 302 and resp["Location"] == "/p/side-quest/"
+    assert Membership.objects.get(project__slug="side-quest", user=outsider).role == Role.ADMIN
+
+
+def test_duplicate_slug_is_refused(as_user, outsider, project):
+    resp = as_user(outsider).post("/", {"name": "Other", "slug": "acme"})
+    assert resp.status_code == 200 and b"already exists" in resp.content
+
+
+def test_member_remove_requires_admin(as_user, admin_user, viewer, engineer):
+    m = Membership.objects.get(user=viewer)
+    assert as_user(engineer).post(f"/p/acme/members/{m.pk}/remove/").status_code == 403
+    assert as_user(admin_user).post(f"/p/acme/members/{m.pk}/remove/").status_code == 302
+    assert not Membership.objects.filter(pk=m.pk).exists()

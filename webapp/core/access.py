@@ -1,0 +1,68 @@
+"""Object-level access rules: every view and API endpoint goes through these.
+
+A user outside a project gets 404 for anything in it (its existence is not revealed);
+a member whose role is too low gets 403.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from webapp.core.models import ROLE_RANK, Membership, Project, Role
+
+
+@dataclass(frozen=True)
+class ProjectAccess:
+    project: Project
+    role: Role
+
+    def can(self, role: str) -> bool:
+        return ROLE_RANK[self.role] >= ROLE_RANK[Role(role)]
+
+    @property
+    def can_review(self) -> bool:
+        return self.can(Role.REVIEWER)
+
+    @property
+    def can_engineer(self) -> bool:
+        return self.can(Role.ENGINEER)
+
+    @property
+    def is_admin(self) -> bool:
+        return self.can(Role.ADMIN)
+
+
+def user_role(user, project: Project) -> Role | None:
+    if not user.is_authenticated:
+        return None
+    if user.is_superuser:
+        return Role.ADMIN
+    role = Membership.objects.filter(project=project, user=user).values_list("role", flat=True).first()
+    return Role(role) if role else None
+
+
+def project_access(user, slug: str, min_role: str = Role.VIEWER) -> ProjectAccess:
+    """Return the user's access to project `slug`, or raise 404 (not a member) / 403 (role too low)."""
+    project = Project.objects.filter(slug=slug).first()
+    if project is None:
+        raise Http404("No such project")
+    role = user_role(user, project)
+    if role is None:
+        raise Http404("No such project")
+    access = ProjectAccess(project=project, role=role)
+    if not access.can(min_role):
+        raise PermissionDenied(f"This needs the {Role(min_role).label.lower()} role in {project.name}.")
+    return access
+
+
+def require_role(access_or_role: ProjectAccess, min_role: str) -> None:
+    if not access_or_role.can(min_role):
+        raise PermissionDenied(f"This needs the {Role(min_role).label.lower()} role.")
+
+
+def visible_projects(user):
+    if user.is_superuser:
+        return Project.objects.all()
+    return Project.objects.filter(memberships__user=user).distinct()

@@ -1,0 +1,29 @@
+from django.contrib import admin
+
+from webapp.core.models import AuditLog, Membership, Project
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ("name", "slug", "review_overlap", "review_blind", "created_at")
+    search_fields = ("name", "slug")
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("project", "user", "role")
+    list_filter = ("role",)
+
+
+@admin.register(AuditLog)
+class AuditLogAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "project", "actor", "action", "object_type", "object_id", "summary")
+    list_filter = ("action",)
+    search_fields = ("summary", "object_id")
+    readonly_fields = [f.name for f in AuditLog._meta.fields]

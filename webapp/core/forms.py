@@ -1,0 +1,25 @@
+from django import forms
+
+from webapp.core.models import Role
+
+
+class ProjectForm(forms.Form):
+    name = forms.CharField(max_length=200)
+    slug = forms.SlugField(max_length=64, required=False, help_text="Used in URLs; derived from the name if empty.")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150)
+    role = forms.ChoiceField(choices=Role.choices)
+
+
+class ProjectSettingsForm(forms.Form):
+    review_overlap = forms.IntegerField(min_value=1, max_value=10, label="Reviewers per pair (overlap)")
+    review_blind = forms.BooleanField(required=False, label="Blind review (reviewers do not see each other's decisions)")
+
+
+def apply_error(form: forms.Form, exc) -> None:
+    """Show an ApplicationError next to its field (or at the top of the form)."""
+    field = exc.field if exc.field in form.fields else None
+    form.add_error(field, exc.message)

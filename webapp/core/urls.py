@@ -1,0 +1,23 @@
+from django.urls import include, path
+
+from webapp.core import views
+
+# Feature apps mount their pages under /p/<slug>/...
+project_patterns = [
+    path("", views.project_detail, name="project"),
+    path("members/", views.members, name="members"),
+    path("members/<int:pk>/remove/", views.member_remove, name="member-remove"),
+    path("settings/", views.project_settings, name="project-settings"),
+    path("audit/", views.audit_log, name="audit-log"),
+    path("datasets/", include("webapp.datasets.urls")),
+    path("review/", include("webapp.review.urls")),
+    path("rewards/", include("webapp.rewards.urls")),
+    path("jobs/", include("webapp.runs.urls")),
+    path("monitor/", include("webapp.monitoring.urls")),
+]
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("p/<slug:slug>/", include(project_patterns)),
+]

@@ -1,0 +1,110 @@
+"""Thin views: parse, check access, call one service, render."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from webapp.core import services
+from webapp.core.access import project_access, visible_projects
+from webapp.core.forms import MemberForm, ProjectForm, ProjectSettingsForm, apply_error
+from webapp.core.models import AuditLog, Membership, Role
+
+
+def healthz(request):
+    return HttpResponse("ok", content_type="text/plain")
+
+
+def home(request):
+    form = ProjectForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            project = services.project_create(user=request.user, **form.cleaned_data)
+        except services.ApplicationError as exc:
+            apply_error(form, exc)
+        else:
+            messages.success(request, f"Project {project.name} created. Upload a dataset to start.")
+            return redirect("project", slug=project.slug)
+    projects = visible_projects(request.user).order_by("name")
+    return render(request, "core/home.html", {"projects": projects, "form": form})
+
+
+def project_detail(request, slug):
+    access = project_access(request.user, slug)
+    project = access.project
+    context = {"project": project, "access": access, "overview": _overview(project)}
+    return render(request, "core/project.html", context)
+
+
+def _overview(project) -> dict:
+    # Imported here: each feature app owns its models; the overview just counts them.
+    from webapp.datasets.models import Dataset
+    from webapp.rewards.models import RewardFunction
+    from webapp.runs.models import Job
+
+    return {
+        "datasets": Dataset.objects.filter(project=project).count(),
+        "rewards": RewardFunction.objects.filter(project=project).count(),
+        "jobs": Job.objects.filter(project=project).count(),
+        "recent_jobs": Job.objects.filter(project=project).order_by("-created_at")[:5],
+        "members": project.memberships.count(),
+    }
+
+
+def members(request, slug):
+    access = project_access(request.user, slug)
+    form = MemberForm(request.POST or None)
+    if request.method == "POST":
+        project_access(request.user, slug, Role.ADMIN)
+        if form.is_valid():
+            try:
+                services.member_set(actor=request.user, project=access.project, **form.cleaned_data)
+            except services.ApplicationError as exc:
+                apply_error(form, exc)
+            else:
+                messages.success(request, f"{form.cleaned_data['username']} is now {form.cleaned_data['role']}.")
+                return redirect("members", slug=slug)
+    memberships = access.project.memberships.select_related("user").order_by("user__username")
+    return render(request, "core/members.html", {"project": access.project, "access": access,
+                                                 "memberships": memberships, "form": form,
+                                                 "roles": Role.choices})
+
+
+@require_POST
+def member_remove(request, slug, pk):
+    access = project_access(request.user, slug, Role.ADMIN)
+    membership = get_object_or_404(Membership, pk=pk, project=access.project)
+    try:
+        services.member_remove(actor=request.user, project=access.project, membership=membership)
+    except services.ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("members", slug=slug)
+
+
+def project_settings(request, slug):
+    access = project_access(request.user, slug, Role.ADMIN)
+    project = access.project
+    initial = {"review_overlap": project.review_overlap, "review_blind": project.review_blind}
+    form = ProjectSettingsForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.project_update_settings(actor=request.user, project=project, **form.cleaned_data)
+        except services.ApplicationError as exc:
+            apply_error(form, exc)
+        else:
+            messages.success(request, "Settings saved.")
+            return redirect("project-settings", slug=slug)
+    return render(request, "core/settings.html", {"project": project, "access": access, "form": form})
+
+
+def audit_log(request, slug):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    entries = AuditLog.objects.filter(project=access.project).select_related("actor")
+    action = request.GET.get("action", "").strip()
+    if action:
+        entries = entries.filter(action__startswith=action)
+    page = Paginator(entries, 50).get_page(request.GET.get("page"))
+    return render(request, "core/audit.html", {"project": access.project, "access": access, "page": page,
+                                               "action": action})

@@ -1,0 +1,116 @@
+"""Datasets, their immutable versions and rows.
+
+A version is never modified after its import finished: review decisions and edits live in the
+review app, keyed by row, and a job pins the rows it trained on (see webapp.runs).
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.core.models import Project, TimeStampedModel
+
+
+class DatasetKind(models.TextChoices):
+    PREFERENCE = "preference", "Preference pairs"
+    PROMPTS = "prompts", "Verifiable prompts"
+
+
+class Dataset(TimeStampedModel):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="datasets")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=DatasetKind.choices)
+    description = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_dataset_name")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def latest_version(self):
+        return self.versions.filter(status=VersionStatus.READY).order_by("-number").first()
+
+
+class VersionStatus(models.TextChoices):
+    IMPORTING = "importing", "Importing"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class DatasetVersion(TimeStampedModel):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=VersionStatus.choices, default=VersionStatus.IMPORTING)
+    progress = models.FloatField(default=0.0)  # 0..1 while importing
+    content_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    row_count = models.PositiveIntegerField(default=0)
+    train_count = models.PositiveIntegerField(default=0)
+    val_count = models.PositiveIntegerField(default=0)
+    source_filename = models.CharField(max_length=300, blank=True)
+    source_format = models.CharField(max_length=32, blank=True)  # jsonl / json / csv / parquet
+    detected_shape = models.CharField(max_length=32, blank=True)  # trl_standard / trl_conversational / hh_rlhf / prompts / verl
+    column_map = models.JSONField(default=dict, blank=True)
+    split_seed = models.IntegerField(default=0)
+    split_spec = models.CharField(max_length=32, default="10%")  # "10%" or a count "200"
+    report = models.JSONField(default=dict, blank=True)  # bad rows, duplicates, skipped counts
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["dataset", "number"], name="unique_dataset_version")]
+        ordering = ["dataset", "-number"]
+
+    def __str__(self) -> str:
+        return f"{self.dataset.name} v{self.number}"
+
+    @property
+    def project(self) -> Project:
+        return self.dataset.project
+
+
+class Split(models.TextChoices):
+    TRAIN = "train", "Train"
+    VAL = "val", "Validation"
+
+
+class DatasetRow(models.Model):
+    """One preference pair or one verifiable prompt. Immutable once its version is ready."""
+
+    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="rows")
+    index = models.PositiveIntegerField()  # 0-based position in the imported file (after skipped rows)
+    source_line = models.PositiveIntegerField(default=0)  # 1-based line/row number in the source file
+    split = models.CharField(max_length=5, choices=Split.choices, default=Split.TRAIN)
+    data_source = models.CharField(max_length=200, blank=True, default="")
+    ability = models.CharField(max_length=100, blank=True, default="")
+    # Original structure: a string, or a list of {"role", "content"} messages (TRL conversational).
+    prompt = models.JSONField(null=True, blank=True)
+    chosen = models.JSONField(null=True, blank=True)
+    rejected = models.JSONField(null=True, blank=True)
+    ground_truth = models.TextField(blank=True, default="")
+    extra_info = models.JSONField(default=dict, blank=True)
+    # Flattened text for search, display and length filters.
+    prompt_text = models.TextField(blank=True, default="")
+    chosen_text = models.TextField(blank=True, default="")
+    rejected_text = models.TextField(blank=True, default="")
+    prompt_chars = models.PositiveIntegerField(default=0)
+    chosen_chars = models.PositiveIntegerField(default=0)
+    rejected_chars = models.PositiveIntegerField(default=0)
+    row_hash = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "index"], name="unique_row_index")]
+        indexes = [
+            models.Index(fields=["version", "split", "index"]),
+            models.Index(fields=["version", "data_source", "index"]),
+            models.Index(fields=["version", "row_hash"]),
+        ]
+        ordering = ["version", "index"]
+
+    def __str__(self) -> str:
+        return f"row {self.index} of {self.version_id}"

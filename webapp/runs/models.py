@@ -1,0 +1,176 @@
+"""Models, training jobs (runs), their attempts, metrics, checkpoints and events."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.core.models import Project, TimeStampedModel
+
+
+class ModelKind(models.TextChoices):
+    CAUSAL_LM = "causal_lm", "Causal LM (policy / teacher)"
+    REWARD_MODEL = "reward_model", "Sequence-classification reward model"
+
+
+class ModelEntry(TimeStampedModel):
+    """A registered model: a local HF directory, or a hub id for GPU workers that have hub access."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="models")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=ModelKind.choices, default=ModelKind.CAUSAL_LM)
+    path = models.CharField(max_length=500, blank=True)  # absolute local directory (HF format, safetensors)
+    hub_id = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    num_parameters = models.BigIntegerField(null=True, blank=True)
+    source_job = models.ForeignKey("runs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_model_name")]
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def location(self) -> str:
+        return self.path or self.hub_id
+
+
+class JobKind(models.TextChoices):
+    GRPO = "grpo", "GRPO"
+    DISTILL = "distill", "Distillation"
+    REWARD_MODEL = "reward_model", "Reward model (Bradley-Terry)"
+
+
+class Backend(models.TextChoices):
+    LOCAL = "local", "Local (torch, CPU or one GPU)"
+    VERL = "verl", "VERL (GPU workers)"
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    LOST = "lost", "Lost"
+
+
+ACTIVE_STATES = (JobState.QUEUED, JobState.STARTING, JobState.RUNNING)
+FINAL_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST)
+
+
+class Job(TimeStampedModel):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="jobs")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=JobKind.choices)
+    backend = models.CharField(max_length=8, choices=Backend.choices, default=Backend.LOCAL)
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.QUEUED, db_index=True)
+    preset = models.CharField(max_length=64, blank=True)
+    config = models.JSONField(default=dict)  # the resolved hyperparameters (job.json "hp" and friends)
+    base_model = models.ForeignKey(ModelEntry, null=True, blank=True, on_delete=models.PROTECT, related_name="jobs")
+    teacher_model = models.ForeignKey(ModelEntry, null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="teacher_jobs")
+    dataset_version = models.ForeignKey("datasets.DatasetVersion", null=True, blank=True, on_delete=models.PROTECT,
+                                        related_name="jobs")
+    reward_versions = models.ManyToManyField("rewards.RewardVersion", blank=True, related_name="jobs")
+    reward_spec = models.JSONField(default=dict, blank=True)  # {"shaping", "components": [{type, version_id|model_id, weight}]}
+    data_manifest = models.JSONField(default=dict, blank=True)  # what was included/excluded and why
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    resume_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.PROTECT,
+                                          related_name="resumed_jobs")
+    run_dir = models.CharField(max_length=500, blank=True)
+    queue = models.CharField(max_length=16, default="cpu")
+    attempt_count = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    last_step = models.IntegerField(default=0)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["project", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.name}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+
+class JobAttempt(models.Model):
+    """One launch of a job's training process: the first start, a resume, or a KL-guard restore."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    reason = models.CharField(max_length=32, default="start")  # start / resume / kl_guard
+    resume_from = models.CharField(max_length=500, blank=True)
+    supervisor_pid = models.IntegerField(null=True, blank=True)
+    host = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    returncode = models.IntegerField(null=True, blank=True)
+    state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.STARTING)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "number"], name="unique_attempt")]
+        ordering = ["job", "number"]
+
+
+class MetricPoint(models.Model):
+    """One value of one metric at one step; ingest is idempotent through the unique key."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_points")
+    step = models.IntegerField()
+    name = models.CharField(max_length=128)
+    value = models.FloatField(null=True)  # NaN is stored as NULL (VERL's file logger writes null)
+    wall_time = models.FloatField(null=True, blank=True)  # unix seconds when ingested/logged
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "name", "step"], name="unique_metric_point")]
+
+
+class CheckpointStatus(models.TextChoices):
+    AVAILABLE = "available", "Available"
+    DELETED = "deleted", "Deleted (retention)"
+    MISSING = "missing", "Missing on disk"
+
+
+class Checkpoint(TimeStampedModel):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="checkpoints")
+    step = models.IntegerField()
+    path = models.CharField(max_length=500)
+    size_bytes = models.BigIntegerField(default=0)
+    metrics = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=CheckpointStatus.choices, default=CheckpointStatus.AVAILABLE)
+    promoted = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "step"], name="unique_checkpoint_step")]
+        ordering = ["job", "step"]
+
+    def __str__(self) -> str:
+        return f"{self.job} step {self.step}"
+
+
+class RunEvent(TimeStampedModel):
+    """Something that happened to a run and belongs on its curves: state change, checkpoint, rollback, KL guard."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=32, db_index=True)
+    step = models.IntegerField(null=True, blank=True)
+    message = models.CharField(max_length=500)
+    data = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="+")
+
+    class Meta:
+        ordering = ["job", "created_at", "id"]

@@ -1,0 +1,33 @@
+// Small shared helpers: CSRF-aware fetch, local time rendering. No framework, no CDN.
+(function () {
+  function cookie(name) {
+    const m = document.cookie.match('(^|;)\\s*' + name + '\\s*=\\s*([^;]+)');
+    return m ? decodeURIComponent(m.pop()) : '';
+  }
+  window.wb = {
+    csrf: () => cookie('csrftoken'),
+    async post(url, data) {
+      const resp = await fetch(url, {
+        method: 'POST', credentials: 'same-origin',
+        headers: {'Content-Type': 'application/json', 'X-CSRFToken': cookie('csrftoken')},
+        body: JSON.stringify(data || {}),
+      });
+      const body = await resp.json().catch(() => ({}));
+      if (!resp.ok) { const err = new Error(body.detail || ('HTTP ' + resp.status)); err.body = body; err.status = resp.status; throw err; }
+      return body;
+    },
+    async get(url) {
+      const resp = await fetch(url, {credentials: 'same-origin', headers: {'Accept': 'application/json'}});
+      if (!resp.ok) throw new Error('HTTP ' + resp.status);
+      return resp.json();
+    },
+    localTimes(root) {
+      // Times are rendered server-side in UTC; show them in the user's own timezone.
+      (root || document).querySelectorAll('time[datetime]').forEach((el) => {
+        const d = new Date(el.getAttribute('datetime'));
+        if (!isNaN(d)) { el.title = el.getAttribute('datetime'); el.textContent = d.toLocaleString(); }
+      });
+    },
+  };
+  document.addEventListener('DOMContentLoaded', () => window.wb.localTimes());
+})();
