@@ -24,3 +24,27 @@ def sync_runs() -> None:
     except ImportError:  # the runs services land in a later step; beat must not crash meanwhile
         return
     sync_active_jobs()
+
+
+@shared_task(name="jobs.tasks.launch_job")
+def launch_job(job_id: int) -> str:
+    """Claim and start one job (routed per call to job.queue: `cpu` or `gpu`); returns at once."""
+    from webapp.runs.services.launch import job_launch
+
+    return job_launch(job_id)
+
+
+@shared_task(name="jobs.tasks.ingest_dataset")
+def ingest_dataset(import_id: int) -> None:
+    """Import an uploaded dataset file (webapp.datasets.models.DatasetImport); a redelivery does nothing."""
+    from webapp.datasets.services import import_run
+
+    import_run(import_id=import_id)
+
+
+@shared_task(name="jobs.tasks.evaluate_checkpoint")
+def evaluate_checkpoint(evaluation_id: int) -> None:
+    """Win-rate evaluation of a checkpoint; the evaluator runs in a subprocess (models, user reward code)."""
+    from webapp.monitoring.services import evaluation_run
+
+    evaluation_run(evaluation_id=evaluation_id)

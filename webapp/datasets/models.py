@@ -114,3 +114,48 @@ class DatasetRow(models.Model):
 
     def __str__(self) -> str:
         return f"row {self.index} of {self.version_id}"
+
+
+class ImportStatus(models.TextChoices):
+    NEEDS_MAPPING = "needs_mapping", "Needs a column mapping"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Importing"
+    SUCCEEDED = "succeeded", "Imported"
+    FAILED = "failed", "Failed"
+
+
+class DatasetImport(TimeStampedModel):
+    """One attempt to import a file: its options, progress and bad-row report.
+
+    It outlives a failed import (whose version and rows are deleted: all-or-nothing), so the
+    report of every bad row stays downloadable.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="dataset_imports")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    name = models.CharField(max_length=200)  # the dataset name the file is imported into
+    kind = models.CharField(max_length=16, blank=True)  # requested kind; blank = detect
+    filename = models.CharField(max_length=300, blank=True)
+    upload_path = models.CharField(max_length=500, blank=True)  # server copy of an uploaded file, removed after
+    size_bytes = models.BigIntegerField(default=0)
+    options = models.JSONField(default=dict, blank=True)  # column_map, skip_bad_rows, split, split_seed
+    inspection = models.JSONField(default=dict, blank=True)  # format, columns, preview, suggested mapping
+    status = models.CharField(max_length=16, choices=ImportStatus.choices, default=ImportStatus.QUEUED)
+    phase = models.CharField(max_length=32, blank=True)
+    progress = models.FloatField(default=0.0)
+    version = models.ForeignKey(DatasetVersion, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    report = models.JSONField(default=dict, blank=True)
+    errors_path = models.CharField(max_length=500, blank=True)  # every bad row, one JSON object per line
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["project", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"import {self.pk} of {self.filename} into {self.name}"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (ImportStatus.SUCCEEDED, ImportStatus.FAILED)

@@ -1,3 +1,17 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from webapp.monitoring import api
+
+urlpatterns = [
+    path("jobs/<int:job_id>/metrics/", api.MetricsApi.as_view(), name="api-monitor-metrics"),
+    path("jobs/<int:job_id>/live/", api.LiveApi.as_view(), name="api-monitor-live"),
+    path("jobs/<int:job_id>/metric-names/", api.MetricNamesApi.as_view(), name="api-monitor-names"),
+    path("jobs/<int:job_id>/events/", api.EventsApi.as_view(), name="api-monitor-events"),
+    path("jobs/<int:job_id>/checkpoints/", api.CheckpointListApi.as_view(), name="api-monitor-checkpoints"),
+    path("jobs/<int:job_id>/checkpoints/<int:step>/promote/", api.PromoteApi.as_view(), name="api-monitor-promote"),
+    path("jobs/<int:job_id>/checkpoints/<int:step>/evaluate/", api.EvaluateApi.as_view(),
+         name="api-monitor-evaluate"),
+    path("jobs/<int:job_id>/rollback/", api.RollbackApi.as_view(), name="api-monitor-rollback"),
+    path("compare/", api.CompareApi.as_view(), name="api-monitor-compare"),
+    path("human-evals/<int:task_id>/verdicts/", api.VerdictApi.as_view(), name="api-monitor-verdict"),
+]

@@ -1,1 +1,143 @@
-"""Models of this app."""
+"""Monitoring state: the KL guard per job, on-demand checkpoint evaluations, human evaluations."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from webapp.core.models import Project, TimeStampedModel
+
+
+class KLGuardRecord(models.Model):
+    """The persisted state of a job's KL guard (training.kl_guard.GuardState as JSON)."""
+
+    job = models.OneToOneField("runs.Job", on_delete=models.CASCADE, related_name="kl_guard_record")
+    state = models.JSONField(default=dict)
+    trips = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+
+class MetricRollup(models.Model):
+    """Per (job, metric, level, bucket of 4**level steps): the points holding the min and the max (see rollup.py)."""
+
+    job = models.ForeignKey("runs.Job", on_delete=models.CASCADE, related_name="+", db_index=False)
+    name = models.CharField(max_length=128)
+    level = models.PositiveSmallIntegerField()
+    bucket = models.BigIntegerField()
+    min_step = models.IntegerField()
+    min_value = models.FloatField()
+    min_time = models.FloatField(null=True)
+    max_step = models.IntegerField()
+    max_value = models.FloatField()
+    max_time = models.FloatField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "name", "level", "bucket"], name="unique_rollup_bucket")]
+
+
+class MetricRollupState(models.Model):
+    """How far a series has been rolled up (reads roll up anything logged after it)."""
+
+    job = models.ForeignKey("runs.Job", on_delete=models.CASCADE, related_name="+", db_index=False)
+    name = models.CharField(max_length=128)
+    through_step = models.IntegerField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "name"], name="unique_rollup_state")]
+
+
+class EvaluationStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class CheckpointEvaluation(TimeStampedModel):
+    """One on-demand validation win-rate evaluation of a checkpoint (`python -m training.evaluate`)."""
+
+    checkpoint = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="evaluations")
+    status = models.CharField(max_length=16, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED)
+    win_rate = models.FloatField(null=True, blank=True)
+    win_rate_lo = models.FloatField(null=True, blank=True)
+    win_rate_hi = models.FloatField(null=True, blank=True)
+    n = models.PositiveIntegerField(default=0)
+    samples_path = models.CharField(max_length=500, blank=True)
+    result = models.JSONField(default=dict, blank=True)  # the evaluator's whole output (per-source metrics)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)
+
+
+class HumanEvalTask(TimeStampedModel):
+    """A blind pairwise task: a checkpoint's validation responses against their references."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="human_eval_tasks")
+    checkpoint = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="human_evals")
+    title = models.CharField(max_length=200)
+    source = models.CharField(max_length=300)  # which samples file the items came from
+    sample_step = models.IntegerField(null=True, blank=True)
+    is_open = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Side(models.TextChoices):
+    A = "a", "A"
+    B = "b", "B"
+
+
+class HumanEvalItem(models.Model):
+    """One prompt with the policy's and the reference's responses; `policy_side` says where the policy is shown."""
+
+    task = models.ForeignKey(HumanEvalTask, on_delete=models.CASCADE, related_name="items")
+    index = models.PositiveIntegerField()
+    prompt = models.TextField()
+    policy_response = models.TextField()
+    reference_response = models.TextField()
+    policy_score = models.FloatField(null=True, blank=True)
+    reference_score = models.FloatField(null=True, blank=True)
+    auto_outcome = models.FloatField(null=True, blank=True)  # the reward's verdict for the policy: 1 / 0.5 / 0
+    policy_side = models.CharField(max_length=1, choices=Side.choices)
+    data_source = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["task", "index"]
+        constraints = [models.UniqueConstraint(fields=["task", "index"], name="unique_human_eval_item")]
+
+    def response(self, side: str) -> str:
+        return self.policy_response if side == self.policy_side else self.reference_response
+
+
+class Choice(models.TextChoices):
+    A = "a", "A is better"
+    B = "b", "B is better"
+    TIE = "tie", "Tie"
+
+
+class HumanVerdict(models.Model):
+    """One reviewer's judgement of one item; `outcome` is from the policy's side (1 win, 0.5 tie, 0 loss)."""
+
+    item = models.ForeignKey(HumanEvalItem, on_delete=models.CASCADE, related_name="verdicts")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    choice = models.CharField(max_length=3, choices=Choice.choices)
+    outcome = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["item", "created_at"]
+        constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="unique_human_verdict")]

@@ -1,3 +1,19 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from webapp.monitoring import views
+
+urlpatterns = [
+    path("jobs/<int:job_id>/", views.job_monitor, name="monitor-job"),
+    path("jobs/<int:job_id>/samples/", views.samples, name="monitor-samples"),
+    path("jobs/<int:job_id>/checkpoints/<int:step>/promote/", views.promote, name="monitor-promote"),
+    path("jobs/<int:job_id>/checkpoints/<int:step>/rollback/", views.rollback, name="monitor-rollback"),
+    path("jobs/<int:job_id>/checkpoints/<int:step>/export/", views.export, name="monitor-export"),
+    path("jobs/<int:job_id>/checkpoints/<int:step>/evaluate/", views.evaluate, name="monitor-evaluate"),
+    path("jobs/<int:job_id>/checkpoints/<int:step>/human-eval/", views.human_eval_create,
+         name="monitor-human-eval-create"),
+    path("compare/", views.compare, name="monitor-compare"),
+    path("human-evals/", views.human_eval_list, name="monitor-human-evals"),
+    path("human-evals/<int:task_id>/", views.human_eval_detail, name="monitor-human-eval"),
+    path("human-evals/<int:task_id>/review/", views.human_eval_review, name="monitor-human-eval-review"),
+    path("human-evals/<int:task_id>/toggle/", views.human_eval_toggle, name="monitor-human-eval-toggle"),
+]

@@ -1,3 +1,13 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from webapp.review import views
+
+urlpatterns = [
+    path("", views.index, name="review-index"),
+    path("v/<int:version_id>/", views.screen, name="review-screen"),
+    path("v/<int:version_id>/pairs/", views.pairs, name="review-pairs"),
+    path("v/<int:version_id>/stats/", views.stats, name="review-stats"),
+    path("v/<int:version_id>/conflicts/", views.conflicts, name="review-conflicts"),
+    path("v/<int:version_id>/items/<int:row_id>/", views.item, name="review-item"),
+    path("v/<int:version_id>/release/", views.release, name="review-release"),
+]

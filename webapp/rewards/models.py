@@ -49,3 +49,83 @@ class RewardVersion(models.Model):
     @property
     def project(self) -> Project:
         return self.function.project
+
+
+class RewardTestRunState(models.TextChoices):
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"  # the reward could not be loaded or the sandbox gave up
+
+
+class RewardTestRunMode(models.TextChoices):
+    REFERENCE = "reference", "reference answers of a prompt set"
+    PREFERENCE = "preference", "chosen and rejected of a preference set"
+    RESPONSES = "responses", "pasted responses"
+
+
+class RewardTestRun(models.Model):
+    """A stored test-run: a reward source scored on dataset rows or pasted responses, in the sandbox.
+
+    `source` is kept even when `version` is set, so an unsaved draft tested from the editor can be
+    revisited; `version` is set when the source is exactly a saved version (same hash).
+    """
+
+
+    function = models.ForeignKey(RewardFunction, on_delete=models.CASCADE, related_name="test_runs")
+    version = models.ForeignKey(RewardVersion, null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="test_runs")
+    source = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    entry_point = models.CharField(max_length=100, default="compute_score")
+    dataset_version = models.ForeignKey("datasets.DatasetVersion", null=True, blank=True,
+                                        on_delete=models.SET_NULL, related_name="+")
+    split = models.CharField(max_length=8, blank=True)  # "" (all rows), "train" or "val"
+    mode = models.CharField(max_length=16, choices=RewardTestRunMode.choices)
+    sample_count = models.PositiveIntegerField(default=0)
+    state = models.CharField(max_length=16, choices=RewardTestRunState.choices, default=RewardTestRunState.SUCCEEDED)
+    isolation = models.CharField(max_length=32, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    results = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    error_lineno = models.PositiveIntegerField(null=True, blank=True)
+    error_traceback = models.TextField(blank=True)
+    duration_ms = models.FloatField(default=0.0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"test-run {self.pk} of {self.function.name}"
+
+    @property
+    def project(self) -> Project:
+        return self.function.project
+
+    @property
+    def error_lines(self) -> list[int]:
+        """Source lines to mark in the editor: where loading failed and where samples raised."""
+        lines = set(self.summary.get("error_lines") or [])
+        if self.error_lineno:
+            lines.add(self.error_lineno)
+        return sorted(lines)
+
+    @property
+    def summary_rows(self) -> list[tuple[str, dict]]:
+        rows = [("All", self.summary["all"])] if self.summary.get("all") else []
+        for key in ("chosen", "rejected"):
+            if self.summary.get(key):
+                rows.append((key.capitalize(), self.summary[key]))
+        return rows
+
+    @property
+    def histogram(self) -> dict:
+        """Scores per trace for the Plotly histogram: all samples, or chosen and rejected."""
+        if self.mode == RewardTestRunMode.PREFERENCE:
+            traces = [{"name": role, "scores": [r["score"] for r in self.results
+                                                if r["role"] == role and r["score"] is not None]}
+                      for role in ("chosen", "rejected")]
+        else:
+            traces = [{"name": "score", "scores": [r["score"] for r in self.results if r["score"] is not None]}]
+        return {"traces": traces}

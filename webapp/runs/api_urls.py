@@ -1,3 +1,12 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from webapp.runs import api
+
+urlpatterns = [
+    path("", api.JobListApi.as_view(), name="api-jobs"),
+    path("models/", api.ModelListApi.as_view(), name="api-models"),
+    path("<int:pk>/", api.JobDetailApi.as_view(), name="api-job"),
+    path("<int:pk>/cancel/", api.JobCancelApi.as_view(), name="api-job-cancel"),
+    path("<int:pk>/resume/", api.JobResumeApi.as_view(), name="api-job-resume"),
+    path("<int:pk>/log/", api.JobLogApi.as_view(), name="api-job-log"),
+]

@@ -119,6 +119,8 @@ class JobAttempt(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     returncode = models.IntegerField(null=True, blank=True)
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.STARTING)
+    # Where metric ingestion stopped in this attempt's metrics.jsonl (byte offset, file identity).
+    ingest = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "number"], name="unique_attempt")]
@@ -133,6 +135,7 @@ class MetricPoint(models.Model):
     name = models.CharField(max_length=128)
     value = models.FloatField(null=True)  # NaN is stored as NULL (VERL's file logger writes null)
     wall_time = models.FloatField(null=True, blank=True)  # unix seconds when ingested/logged
+    attempt = models.PositiveIntegerField(default=0)  # the attempt that logged it: a later attempt wins a step
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "name", "step"], name="unique_metric_point")]

@@ -1,3 +1,17 @@
-from django.urls import path  # noqa: F401
+from django.urls import path
 
-urlpatterns: list = []
+from webapp.runs import views
+
+app_name = "runs"
+
+urlpatterns = [
+    path("", views.job_list, name="list"),
+    path("new/", views.job_new, name="new"),
+    path("preview/", views.job_preview, name="preview"),
+    path("models/", views.model_list, name="models"),
+    path("<int:pk>/", views.job_detail, name="detail"),
+    path("<int:pk>/log/", views.job_log, name="log"),
+    path("<int:pk>/cancel/", views.job_cancel, name="cancel"),
+    path("<int:pk>/resume/", views.job_resume, name="resume"),
+    path("<int:pk>/clone/", views.job_clone, name="clone"),
+]

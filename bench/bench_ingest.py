@@ -1,0 +1,193 @@
+"""Dataset ingest throughput and memory: our import service vs pandas, measured in the same run.
+
+    .venv/bin/python bench/bench_ingest.py [--rows 100000] [--in-place] [--keep-file]
+
+Generates N preference pairs (100k ≈ 100 MB of JSON Lines) in a temporary folder, then runs two child
+processes on the same file and database:
+  ours      webapp.datasets.services.dataset_import (streaming parse, validation, hashes, COPY on
+            PostgreSQL / bulk_create elsewhere, seeded split, duplicate and source counts)
+  baseline  pandas.read_json(lines=True) + DataFrame.to_sql into a scratch table
+and prints rows/s and peak RSS (getrusage(RUSAGE_SELF).ru_maxrss of each child) with their ratio.
+Targets: ours faster than the baseline, peak RSS under 400 MB.
+
+The database is the configured one: PostgreSQL when DATABASE_URL is set, else SQLite. By default a
+scratch database is created next to it (a new PostgreSQL database on the same server, or a temporary
+SQLite file), migrated, and dropped at the end; --in-place uses the configured database as it is.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlparse, urlunparse
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+WORDS = ("the model answer should explain each step clearly and check the result before replying to user "
+         "because reward functions score final numbers exactly while reviewers prefer short polite helpful "
+         "responses that avoid guessing café naïve über 日本 données résumé").split()
+TARGET_RSS_MB = 400
+
+
+def generate(path: Path, rows: int, seed: int = 0) -> int:
+    """Write `rows` preference pairs of about 1 KB each; return the file size in bytes."""
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(rows):
+            prompt = f"Question {i}: " + " ".join(rng.choices(WORDS, k=38))
+            chosen = " ".join(rng.choices(WORDS, k=70))
+            rejected = " ".join(rng.choices(WORDS, k=48))
+            fh.write(json.dumps({"prompt": prompt, "chosen": chosen, "rejected": rejected,
+                                 "data_source": f"source-{i % 7}"}, ensure_ascii=False) + "\n")
+    return path.stat().st_size
+
+
+# ---- child processes --------------------------------------------------------------------------------
+
+def child_ours(path: str) -> dict:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    import django
+
+    django.setup()
+    from webapp.core.models import Project
+    from webapp.datasets.services import dataset_import
+
+    project, _ = Project.objects.get_or_create(slug="bench-ingest", defaults={"name": "Ingest benchmark"})
+    name = f"bench-{os.getpid()}"
+    start = time.perf_counter()
+    version = dataset_import(project=project, user=None, name=name, path=path, split="10%", split_seed=0)
+    seconds = time.perf_counter() - start
+    rows = version.row_count
+    if os.environ.get("BENCH_IN_PLACE"):  # a scratch database is simply dropped
+        from webapp.datasets.ingest import delete_rows
+
+        delete_rows(version.pk)
+        version.dataset.delete()
+    return {"seconds": seconds, "rows": rows}
+
+
+def child_baseline(path: str) -> dict:
+    import pandas as pd
+
+    url = os.environ.get("DATABASE_URL", "")
+    table = f"bench_baseline_{os.getpid()}"
+    start = time.perf_counter()
+    df = pd.read_json(path, lines=True)
+    if url.startswith(("postgres://", "postgresql://")):
+        from sqlalchemy import create_engine, text
+
+        engine = create_engine("postgresql+psycopg://" + url.split("://", 1)[1])
+        df.to_sql(table, engine, if_exists="replace", index=False, chunksize=10_000)
+        seconds = time.perf_counter() - start
+        with engine.begin() as conn:
+            conn.execute(text(f'DROP TABLE "{table}"'))
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(url[len("sqlite:///"):] if url else ":memory:")
+        df.to_sql(table, conn, if_exists="replace", index=False, chunksize=10_000)
+        conn.commit()
+        seconds = time.perf_counter() - start
+        conn.execute(f'DROP TABLE "{table}"')
+        conn.close()
+    return {"seconds": seconds, "rows": len(df)}
+
+
+def run_child(kind: str, path: Path, env: dict) -> dict:
+    proc = subprocess.run([sys.executable, __file__, "--child", kind, "--file", str(path)], env=env, cwd=ROOT,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} child failed:\n{proc.stdout}\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ---- scratch database -------------------------------------------------------------------------------
+
+class ScratchDatabase:
+    """A fresh database beside the configured one, migrated for the datasets app, dropped at exit."""
+
+    def __init__(self, url: str, workdir: Path):
+        self.url, self.workdir, self.pg_name = url, workdir, None
+
+    def __enter__(self) -> str:
+        if self.url.startswith(("postgres://", "postgresql://")):
+            import psycopg
+
+            parsed = urlparse(self.url)
+            self.pg_name = f"bench_ingest_{os.getpid()}"
+            self.admin = urlunparse(parsed._replace(path="/postgres"))
+            with psycopg.connect(self.admin.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{self.pg_name}"')
+            scratch = urlunparse(parsed._replace(path=f"/{self.pg_name}"))
+        else:
+            scratch = f"sqlite:///{self.workdir / 'bench.sqlite3'}"
+        env = dict(os.environ, DATABASE_URL=scratch, WORKBENCH_VAR_DIR=str(self.workdir / "var"))
+        subprocess.run([sys.executable, "manage.py", "migrate", "datasets", "--noinput", "-v", "0"], cwd=ROOT,
+                       env=env, check=True)
+        return scratch
+
+    def __exit__(self, *exc) -> None:
+        if self.pg_name:
+            import psycopg
+
+            with psycopg.connect(self.admin.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)')
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--in-place", action="store_true", help="use the configured database, no scratch copy")
+    parser.add_argument("--keep-file", action="store_true", help="keep the generated JSONL file")
+    parser.add_argument("--child", choices=["ours", "baseline"], help=argparse.SUPPRESS)
+    parser.add_argument("--file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        result = child_ours(args.file) if args.child == "ours" else child_baseline(args.file)
+        result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(json.dumps(result))
+        return
+
+    from webapp.env import envstr
+
+    workdir = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    configured = os.environ.get("DATABASE_URL") or f"sqlite:///{workdir / 'bench.sqlite3'}"
+    path = workdir / "pairs.jsonl"
+    t0 = time.perf_counter()
+    size = generate(path, args.rows)
+    print(f"generated {args.rows:,} pairs, {size / 1e6:.1f} MB of JSONL in {time.perf_counter() - t0:.1f} s ({path})")
+    engine = "PostgreSQL" if configured.startswith(("postgres://", "postgresql://")) else "SQLite"
+    scratch_ctx = ScratchDatabase(configured, workdir) if not args.in_place else None
+    try:
+        url = scratch_ctx.__enter__() if scratch_ctx else configured
+        env = dict(os.environ, DATABASE_URL=url, WORKBENCH_VAR_DIR=str(workdir / "var"),
+                   DATASET_MAX_UPLOAD_MB=envstr("DATASET_MAX_UPLOAD_MB", "4096"),
+                   BENCH_IN_PLACE="1" if args.in_place else "")
+        print(f"database: {engine} ({'scratch ' if scratch_ctx else ''}{urlparse(url).path.lstrip('/')})")
+        ours = run_child("ours", path, env)
+        base = run_child("baseline", path, env)
+    finally:
+        if scratch_ctx:
+            scratch_ctx.__exit__(None, None, None)
+        if not args.keep_file:
+            path.unlink(missing_ok=True)
+    assert ours["rows"] == base["rows"] == args.rows, (ours, base)
+    print(f"\n{'':34}{'seconds':>9}{'rows/s':>11}{'peak RSS':>12}")
+    for label, r in (("ours (dataset_import)", ours), ("baseline (pandas read_json+to_sql)", base)):
+        print(f"{label:34}{r['seconds']:9.2f}{r['rows'] / r['seconds']:11,.0f}{r['peak_rss_mb']:9.0f} MB")
+    speed = base["seconds"] / ours["seconds"]
+    memory = ours["peak_rss_mb"] / base["peak_rss_mb"]
+    print(f"\nratio: ours is {speed:.2f}x the baseline's speed, with {memory:.2f}x its peak memory")
+    print(f"target faster than baseline: {'PASS' if speed > 1 else 'FAIL'}; "
+          f"peak RSS < {TARGET_RSS_MB} MB: {'PASS' if ours['peak_rss_mb'] < TARGET_RSS_MB else 'FAIL'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""Shared pieces: metrics lines, response masks, the resumable sampler, data reading."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from training.local.common import MetricsLogger, clean_number, response_mask_from
+from training.local.config import JobError
+from training.local.data import EpochSampler, read_jsonl, render_prompt, render_response
+
+
+def test_metrics_lines_use_verls_file_logger_format(tmp_path):
+    log = MetricsLogger(tmp_path / "m.jsonl")
+    log.log({"a": float("nan"), "b": torch.tensor(2.5), "c": float("inf"), "d": 3}, step=7)
+    assert json.loads((tmp_path / "m.jsonl").read_text()) == {"step": 7, "data": {"a": None, "b": 2.5, "c": None,
+                                                                                 "d": 3.0}}
+    assert clean_number(None) is None
+
+
+def test_response_mask_keeps_the_first_eos_and_drops_the_rest():
+    resp = torch.tensor([[5, 6, 2, 0], [2, 0, 0, 0], [5, 5, 5, 5]])
+    assert response_mask_from(resp, {2}).tolist() == [[1, 1, 1, 0], [1, 0, 0, 0], [1, 1, 1, 1]]
+
+
+def test_sampler_is_seeded_drops_the_last_partial_batch_and_resumes():
+    a = EpochSampler(10, 4, seed=3)
+    first = [a.next_batch() for _ in range(4)]  # 2 batches per epoch: 8 of 10 rows, then a new order
+    assert len({tuple(b) for b in first}) == 4 and a.epoch == 1
+    assert not set(first[0]) & set(first[1])  # one epoch never repeats a row
+    b = EpochSampler(10, 4, seed=3)
+    b.next_batch()
+    c = EpochSampler(10, 4, seed=3)
+    assert c.load_state_dict(b.state_dict())
+    assert [c.next_batch() for _ in range(3)] == first[1:]
+    assert not EpochSampler(11, 4, seed=3).load_state_dict(b.state_dict())  # data changed: start over
+    with pytest.raises(JobError, match="larger than the 3 training rows"):
+        EpochSampler(3, 4, seed=0)
+
+
+def test_bad_jsonl_names_the_line(tmp_path):
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"prompt": "a"}\n{oops\n')
+    with pytest.raises(JobError, match="train.jsonl line 2 is not valid JSON"):
+        read_jsonl(path)
+
+
+def test_chat_prompts_without_a_template_render_as_plain_roles():
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
+    assert render_prompt(msgs) == "system: Be brief.\nuser: 2+2?\nassistant: "
+    assert render_response([{"role": "assistant", "content": "4"}]) == "4"
+    with pytest.raises(JobError):
+        render_prompt(42)

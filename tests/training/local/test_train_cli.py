@@ -1,0 +1,64 @@
+"""The entry point refuses bad jobs with a clear message (exit 2), never a bare traceback."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training.local.config import JobError, load_job
+from training.local.train import run_job
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _edit(run: Path, **hp) -> Path:
+    job = json.loads((run / "job.json").read_text())
+    job["hp"].update(hp)
+    (run / "job.json").write_text(json.dumps(job))
+    return run
+
+
+@pytest.mark.parametrize("hp,message", [
+    ({"group_size": 1}, "group_size >= 2"),
+    ({"micro_batch_size": 5}, "not divisible by hp.micro_batch_size"),
+    ({"max_prompt_length": 10, "max_response_length": 10, "max_seq_len": 16}, "exceeds hp.max_seq_len"),
+    ({"lr": 0}, "hp.lr must be > 0"),
+    ({"loss_agg_mode": "mean"}, "hp.loss_agg_mode"),
+    ({"batch_size": "lots"}, "hp.batch_size must be a number"),
+])
+def test_bad_hyperparameters_are_refused(make_run, hp, message):
+    run = _edit(make_run("grpo"), **hp)
+    with pytest.raises(JobError, match=message.replace("(", r"\(").replace(".", r"\.")):
+        load_job(run)
+
+
+def test_prompt_longer_than_max_prompt_length_is_refused(make_run):
+    run = _edit(make_run("grpo"), max_prompt_length=3)
+    with pytest.raises(JobError, match=r"train.jsonl row 1: prompt is 4 tokens, longer than hp.max_prompt_length=3"):
+        run_job(run, allow_in_process_reward_for_tests=True)
+
+
+def test_batch_larger_than_the_data_is_refused(make_run):
+    run = _edit(make_run("reward_model"), batch_size=10_000)
+    with pytest.raises(JobError, match="larger than the 512 training rows"):
+        run_job(run)
+
+
+def test_cli_exits_2_with_the_message(make_run):
+    run = _edit(make_run("grpo"), group_size=1)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "training.local.train", "--run-dir", str(run)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "error: GRPO needs hp.group_size >= 2" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_lengths_beyond_the_models_positions_are_refused(make_run):
+    run = _edit(make_run("grpo"), max_prompt_length=20, max_response_length=20, max_seq_len=64)
+    with pytest.raises(JobError, match="exceeds the model's max_position_embeddings = 32"):
+        run_job(run, allow_in_process_reward_for_tests=True)

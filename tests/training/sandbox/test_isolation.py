@@ -1,0 +1,91 @@
+"""How sandboxes are started: the bubblewrap recipe, the rlimits fallback, and what the UI is told."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from training.sandbox import RewardSandbox, SandboxLimits, isolation
+from training.sandbox.types import SandboxError
+
+PROBE = '''
+import os, socket
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if solution_str == "alloc":
+        bytearray(10 << 30)
+    if solution_str == "loop":
+        while True:
+            pass
+    try:
+        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
+        net = "open"
+    except OSError as exc:
+        net = type(exc).__name__
+    return {"score": 1.0, "net": net, "env": sorted(os.environ), "uid": os.getuid()}
+'''
+
+
+def test_the_interpreter_and_venv_stay_visible_and_the_app_is_hidden():
+    hidden = isolation.hidden_paths(["/etc/os-release"])
+    assert str(isolation.REPO_ROOT) in hidden and os.path.realpath("/etc/os-release") in hidden
+    visible = isolation.visible_paths(hidden)
+    assert os.path.realpath(sys.base_prefix) in visible
+    assert os.path.realpath(sys.prefix) in visible  # the venv, even inside the (hidden) project dir
+    assert str(isolation.REPO_ROOT) not in visible
+
+
+def test_the_bwrap_command_masks_then_rebinds_and_drops_everything():
+    argv = isolation._bwrap_argv(SandboxLimits(tmp_mb=32), isolation.hidden_paths(), as_root=True)
+    assert argv[:3] == ["bwrap", "--ro-bind", "/"]
+    assert argv[argv.index("/tmp") - 3:argv.index("/tmp") + 1] == ["--size", str(32 << 20), "--tmpfs", "/tmp"]
+    venv = os.path.realpath(sys.prefix)
+    if venv.startswith(str(isolation.REPO_ROOT)):
+        assert argv.index(str(isolation.REPO_ROOT)) < argv.index(venv)  # masked first, re-bound after
+    for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"):
+        assert flag in argv
+    assert argv[argv.index("--cap-drop") + 1] == "ALL"
+    user = isolation._bwrap_argv(SandboxLimits(), [], as_root=False)
+    assert user[user.index("--uid") + 1] == "65534" and "--disable-userns" in user
+
+
+def test_without_bwrap_it_falls_back_to_rlimits_and_says_so(monkeypatch):
+    monkeypatch.setattr(isolation.shutil, "which", lambda name: None if name == "bwrap" else "/usr/bin/" + name)
+    isolation._probe_bwrap.cache_clear()
+    try:
+        launch = isolation.plan(SandboxLimits())
+        assert launch.mode == "rlimits"
+        assert "bwrap is not installed" in launch.details[0] and "NOT masked" in launch.details[0]
+        with pytest.raises(RuntimeError, match="bubblewrap' was requested but bwrap is not installed"):
+            isolation.plan(SandboxLimits(), mode="bubblewrap")
+    finally:
+        isolation._probe_bwrap.cache_clear()
+    with pytest.raises(ValueError, match="isolation must be"):
+        isolation.plan(SandboxLimits(), mode="docker")
+
+
+def test_the_rlimits_fallback_still_limits_memory_time_and_environment(monkeypatch):
+    monkeypatch.setenv("SECRET_KEY", "leak-me-not")
+    limits = SandboxLimits(time_limit_s=1.0, memory_mb=512)
+    with RewardSandbox(PROBE, limits=limits, isolation="rlimits") as sb:
+        assert sb.mode == "rlimits"
+        ok, alloc, loop, after = sb.score_batch([{"solution_str": s} for s in ("ok", "alloc", "loop", "ok")])
+    assert ok.score == 1.0 and "SECRET_KEY" not in ok.extra["env"] and "HOME" in ok.extra["env"]
+    if isolation._unshare_net_prefix():
+        assert ok.extra["net"] != "open"
+    assert alloc.error.startswith("MemoryError")
+    assert loop.error == "timed out after 1 s (time_limit_s)"
+    assert after.score == 1.0
+
+
+def test_isolation_info_matches_what_a_sandbox_uses():
+    info = isolation.isolation_info()
+    assert info["mode"] in isolation.MODES and info["details"]
+    with RewardSandbox("def compute_score(**kw):\n    return 1.0\n") as sb:
+        assert sb.mode == info["mode"]
+
+
+def test_requesting_bubblewrap_where_it_is_missing_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(isolation, "_probe_bwrap", lambda as_root: "bwrap is not installed")
+    with pytest.raises((RuntimeError, SandboxError), match="bwrap is not installed"):
+        RewardSandbox("def compute_score(**kw):\n    return 1.0\n", isolation="bubblewrap").start()

@@ -1,0 +1,91 @@
+"""RewardScorer: sandboxed function components, model components, weights and shaping."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from training import reward_client
+from training.demo import EXACT_MATCH_SOURCE
+from training.models import build_tiny_reward_model
+from training.reward_client import (
+    RewardConfigError,
+    RewardRequest,
+    RewardScorer,
+    SandboxUnavailable,
+    shape,
+)
+
+FLAKY = '''
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if solution_str == "boom":
+        raise ValueError("bad input")
+    return {"score": 2.0, "note": "dict results are fine"}
+'''
+
+
+def _run_dir(tmp_path):
+    (tmp_path / "reward").mkdir()
+    (tmp_path / "reward" / "exact.py").write_text(EXACT_MATCH_SOURCE)
+    (tmp_path / "reward" / "flaky.py").write_text(FLAKY)
+    return tmp_path
+
+
+def test_shaping():
+    assert shape(0.5, "binary") == 1.0 and shape(0.49, "binary") == 0.0
+    assert shape(3.0, "raw") == 3.0
+    assert shape(0.0, "normalized") == 0.0 and -1 < shape(-5, "normalized") < shape(2, "normalized") < 1
+    assert shape(2.0, "normalized") == pytest.approx(math.tanh(2.0))
+    with pytest.raises(RewardConfigError):
+        shape(1.0, "sigmoid")
+
+
+def test_weighted_components_errors_and_model_scores(tmp_path):
+    run = _run_dir(tmp_path)
+    rm = build_tiny_reward_model(tmp_path / "rm", vocab="0123456789+= ", hidden=32, layers=1)
+    reward = {"shaping": "raw", "components": [
+        {"type": "function", "path": "reward/exact.py", "weight": 1.0},
+        {"type": "function", "path": "reward/flaky.py", "name": "compute_score", "weight": 0.5},
+        {"type": "model", "path": str(rm), "weight": 0.0},
+    ]}
+    with RewardScorer(reward, run, allow_in_process_for_tests=True) as scorer:
+        ok, wrong, boom = scorer.score([RewardRequest("1+1=", "2", "2"), RewardRequest("1+1=", "3", "2"),
+                                        RewardRequest("1+1=", "boom", "2")])
+    assert ok.score == pytest.approx(1.0 + 0.5 * 2.0) and ok.error is None
+    assert wrong.score == pytest.approx(0.5 * 2.0)
+    assert boom.score == 0.0 and "bad input" in boom.error and boom.components[1] is None
+    assert isinstance(ok.components[2], float)  # the model component ran (weight 0 keeps sums exact)
+
+
+def test_user_code_never_runs_in_process_without_the_sandbox(tmp_path, monkeypatch):
+    run = _run_dir(tmp_path)
+    monkeypatch.setattr(reward_client, "_sandbox_module", lambda: None)
+    reward = {"shaping": "binary", "components": [{"type": "function", "path": "reward/exact.py"}]}
+    with pytest.raises(SandboxUnavailable, match="refusing to run user reward code"):
+        RewardScorer(reward, run).__enter__()
+    with RewardScorer(reward, run, allow_in_process_for_tests=True) as scorer:  # the test-only path
+        assert scorer.backend == "in_process_for_tests"
+        assert [r.score for r in scorer.score([RewardRequest("", " 7 ", "7")])] == [1.0]
+
+
+def test_the_real_sandbox_is_preferred(tmp_path):
+    if reward_client._sandbox_module() is None:
+        pytest.skip("training.sandbox is not installed")
+    run = _run_dir(tmp_path)
+    reward = {"shaping": "binary", "components": [{"type": "function", "path": "reward/exact.py"}]}
+    with RewardScorer(reward, run, allow_in_process_for_tests=True) as scorer:
+        assert scorer.backend == "sandbox"
+        assert [r.score for r in scorer.score([RewardRequest("", "7", "7"), RewardRequest("", "8", "7")])] == [1.0, 0.0]
+
+
+@pytest.mark.parametrize("reward,message", [
+    ({"components": []}, "components is empty"),
+    ({"shaping": "odd", "components": [{"type": "function", "path": "reward/exact.py"}]}, "shaping"),
+    ({"components": [{"type": "script", "path": "x"}]}, "type must be"),
+    ({"components": [{"type": "function", "path": "reward/missing.py"}]}, "does not exist"),
+    ({"components": [{"type": "model", "path": "/nowhere"}]}, "not an HF model folder"),
+    ({"components": [{"type": "function", "path": "reward/exact.py", "weight": "x"}]}, "not a number"),
+])
+def test_bad_reward_blocks_are_refused(tmp_path, reward, message):
+    with pytest.raises(RewardConfigError, match=message):
+        RewardScorer(reward, _run_dir(tmp_path))

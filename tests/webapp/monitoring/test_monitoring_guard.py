@@ -1,0 +1,97 @@
+"""The KL guard end to end: metrics lines -> the runs app's sync -> hooks.after_sync -> stop or restore."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from webapp.core.models import AuditLog
+from webapp.monitoring.hooks import after_sync
+from webapp.monitoring.models import KLGuardRecord
+from webapp.runs.models import Job, JobAttempt, RunEvent
+from webapp.runs.services import sync_job
+
+pytestmark = pytest.mark.django_db
+KL = "actor/kl_loss"
+
+
+def _guard(job: Job, **kw) -> Job:
+    cfg = dict(job.config)
+    cfg["kl_guard"] = {"enabled": True, "metric": KL, "threshold": 0.1, "patience": 2, "action": "restore",
+                       "lr_factor": 0.5, "kl_factor": None, "max_rollbacks": 2, **kw}
+    Job.objects.filter(pk=job.pk).update(config=cfg)
+    job.refresh_from_db()
+    return job
+
+
+def _log(job: Job, attempt: int, kl_by_step: dict[int, float]) -> None:
+    adir = Path(job.run_dir) / "attempts" / str(attempt)
+    adir.mkdir(parents=True, exist_ok=True)
+    with open(adir / "metrics.jsonl", "a") as fh:
+        for step, kl in kl_by_step.items():
+            fh.write(json.dumps({"step": step, "data": {KL: kl, "critic/score/mean": 0.5}}) + "\n")
+    (adir / "heartbeat").write_text(json.dumps({"time": time.time(), "pid": 1}))
+
+
+def test_a_kl_spike_restores_the_last_good_checkpoint_with_a_smaller_lr(launched_job, checkpoint):
+    job = _guard(launched_job())
+    checkpoint(job, 5)
+    c10 = checkpoint(job, 10)
+    _log(job, 1, {s: 0.02 for s in range(1, 11)})
+    sync_job(job)
+    assert not RunEvent.objects.filter(job=job, kind="kl_guard").exists()
+    _log(job, 1, {11: 0.3, 12: 0.45})
+    sync_job(job)
+    # the trip (with the values that caused it), then the runs app's resume event at the restored step
+    ev, resumed = RunEvent.objects.filter(job=job, kind="kl_guard").order_by("id")
+    assert resumed.step == 10 and resumed.data["attempt"] == 2
+    assert ev.step == 12 and ev.data["values"] == [[11, 0.3], [12, 0.45]] and ev.data["to_step"] == 10
+    assert ev.data["hp"] == {"lr": pytest.approx(5e-4)} and ev.data["checkpoint"] == c10.pk
+    job.refresh_from_db()
+    assert job.config["hp"]["lr"] == pytest.approx(5e-4) and job.state == "queued"
+    attempt = JobAttempt.objects.get(job=job, number=2)
+    assert attempt.reason == "kl_guard" and attempt.resume_from == c10.path
+    assert (Path(job.run_dir) / "attempts" / "1" / "CANCEL").exists()  # the old attempt is told to stop
+    entry = AuditLog.objects.get(action="kl_guard.restore")
+    assert entry.actor is None and entry.after["to_step"] == 10 and entry.before["values"][0] == [11, 0.3]
+    assert KLGuardRecord.objects.get(job=job).state["rollbacks"] == 1
+    # the restored step is protected from retention while the new attempt reads it
+    assert 10 in json.loads((Path(job.run_dir) / "checkpoints" / "protected.json").read_text())
+
+
+def test_stop_action_cancels_the_run(launched_job, checkpoint):
+    job = _guard(launched_job(), action="stop", patience=3)
+    _log(job, 1, {1: 0.02, 2: 0.5, 3: 0.6, 4: 0.7})
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.cancel_requested
+    ev = RunEvent.objects.get(job=job, kind="kl_guard")
+    assert ev.data["action"] == "stop" and "stopping the run" in ev.message
+    assert AuditLog.objects.filter(action="kl_guard.stop").exists()
+    assert not JobAttempt.objects.filter(job=job, number=2).exists()
+
+
+def test_disabled_guard_and_other_metrics_do_nothing(launched_job):
+    job = _guard(launched_job(), enabled=False)
+    _log(job, 1, {1: 5.0, 2: 5.0, 3: 5.0})
+    sync_job(job)
+    assert not RunEvent.objects.filter(job=job, kind="kl_guard").exists()
+    job = _guard(job, metric="actor/other_kl")
+    after_sync(job, [(4, KL, 9.0), (5, KL, 9.0)])
+    assert not RunEvent.objects.filter(job=job, kind="kl_guard").exists()
+
+
+def test_an_invalid_guard_block_is_ignored_not_a_crash(launched_job):
+    job = _guard(launched_job(), action="explode")
+    after_sync(job, [(1, KL, 9.0), (2, KL, 9.0), (3, KL, 9.0)])
+    assert not RunEvent.objects.filter(job=job, kind="kl_guard").exists()
+
+
+def test_no_good_checkpoint_means_stop(launched_job, checkpoint):
+    job = _guard(launched_job())
+    checkpoint(job, 3, metrics={KL: 0.9})  # saved while KL was already too high
+    after_sync(job, [(1, KL, 0.2), (2, KL, 0.3)])
+    ev = RunEvent.objects.get(job=job, kind="kl_guard")
+    assert ev.data["action"] == "stop" and "no checkpoint" in ev.message

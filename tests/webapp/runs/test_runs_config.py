@@ -1,0 +1,143 @@
+"""resolve_config: defaults < preset < kind < overrides, every refusal on its field, the KL warning."""
+from __future__ import annotations
+
+import pytest
+
+from webapp.runs.services.config import (
+    BY_KEY, SETTINGS, base_config, flatten_overrides, parse_set_args, resolve_config,
+)
+from webapp.runs.services.presets import DEFAULT_HP, PRESETS
+
+
+def test_product_defaults_are_the_issue_values():
+    cfg, errors, warnings = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {}, backend="verl")
+    assert DEFAULT_HP["lr"] == 1e-6 and DEFAULT_HP["kl_coef"] == 0.02 and DEFAULT_HP["batch_size"] == 64
+    assert DEFAULT_HP["epochs"] == 3 and DEFAULT_HP["max_seq_len"] == 2048
+    assert DEFAULT_HP["distill_temperature"] == 2.0 and DEFAULT_HP["distill_alpha"] == 0.5
+    assert cfg["kl_guard"]["threshold"] == 0.1
+    assert errors == {} and warnings == {}
+
+
+def test_preset_then_kind_then_overrides():
+    cfg, errors, _ = resolve_config("grpo", "demo-cpu", {"lr": "0.002", "lora.rank": 4, "verl": {"nnodes": 1}})
+    assert errors == {}
+    assert cfg["hp"]["lr"] == 0.002  # override (string coerced)
+    assert cfg["hp"]["group_size"] == 8  # demo-cpu's GRPO value
+    assert cfg["hp"]["lora"] == {"rank": 4, "alpha": 16, "targets": "all-linear"}
+    distill = base_config("distill", "demo-cpu")["hp"]
+    assert distill["max_steps"] == 150 and distill["lr"] == 3e-3
+
+
+def test_demo_preset_matches_the_training_demo():
+    from training.demo import DEMO_CPU_PRESETS
+
+    for kind, values in DEMO_CPU_PRESETS.items():
+        hp = base_config(kind, "demo-cpu")["hp"]
+        assert {k: hp[k] for k in values} == values, kind
+
+
+def test_every_preset_is_valid_for_its_backend():
+    for name, preset in PRESETS.items():
+        for kind in ("grpo", "distill", "reward_model"):
+            if preset["backend"] == "verl" and kind == "reward_model":
+                continue
+            overrides = {"verl.n_gpus_per_node": 2} if kind == "distill" and name == "qwen2.5-0.5b-1gpu" else {}
+            _, errors, _ = resolve_config(kind, name, overrides, backend=preset["backend"])
+            assert errors == {}, (name, kind, errors)
+
+
+@pytest.mark.parametrize("overrides, backend, field, words", [
+    ({"group_size": 1}, "local", "group_size", "at least 2"),
+    ({"batch_size": 64, "mini_batch_size": 24}, "local", "batch_size", "not divisible by the mini batch 24"),
+    ({"mini_batch_size": 128}, "local", "mini_batch_size", "cannot be larger"),
+    ({"batch_size": 16, "group_size": 8, "micro_batch_size": 5}, "local", "micro_batch_size", "not divisible"),
+    ({"batch_size": 3, "group_size": 3, "verl.n_gpus_per_node": 2, "device": "cuda"}, "verl", "batch_size",
+     "split evenly over 2 GPU"),
+    ({"max_prompt_length": 512, "max_response_length": 2000, "max_seq_len": 2048}, "local", "max_seq_len",
+     "cannot hold"),
+    ({"lr": 0}, "local", "lr", "between 0 and 1"),
+    ({"kl_coef": -0.1}, "local", "kl_coef", "negative"),
+    ({"clip_ratio": 1.5}, "local", "clip_ratio", "between 0 and 1"),
+    ({"temperature": 0}, "local", "temperature", "above 0"),
+    ({"device": "cpu"}, "verl", "device", "VERL needs GPUs"),
+    ({"kl_guard.lr_factor": 2}, "local", "kl_guard.lr_factor", "between 0 and 1"),
+    ({"kl_guard.action": "restore", "save_freq": 0}, "local", "kl_guard.action", "needs checkpoints"),
+    ({"lora.rank": "four"}, "local", "lora.rank", "whole number"),
+    ({"nonsense": 1}, "local", "nonsense", "Unknown setting"),
+])
+def test_inconsistent_values_are_refused_on_their_field(overrides, backend, field, words):
+    _, errors, _ = resolve_config("grpo", "demo-cpu", overrides, backend=backend)
+    assert field in errors, errors
+    assert words in errors[field]
+
+
+def test_distill_and_reward_model_rules():
+    _, errors, _ = resolve_config("distill", "demo-cpu", {"distill_alpha": 1.5}, context={"has_teacher": False})
+    assert "teacher_model" in errors and "distill_alpha" in errors
+    _, errors, _ = resolve_config("distill", "qwen2.5-0.5b-1gpu", {"distill_mode": "offline"}, backend="verl")
+    assert "on_policy" in errors["distill_mode"]
+    _, errors, _ = resolve_config("reward_model", "demo-cpu", {}, backend="verl")
+    assert "local backend" in errors["backend"]
+    # group size does not matter outside GRPO
+    _, errors, _ = resolve_config("reward_model", "demo-cpu", {"group_size": 1})
+    assert errors == {}
+
+
+def test_missing_reward_and_wrong_dataset_kind():
+    _, errors, _ = resolve_config("grpo", "demo-cpu", {}, context={"has_reward": False, "dataset_kind": "preference"})
+    assert "reward" in errors["reward_spec"] and "preference pairs" in errors["dataset_version"]
+    _, errors, _ = resolve_config("reward_model", "demo-cpu", {}, context={"dataset_kind": "prompts"})
+    assert "preference pairs" in errors["dataset_version"]
+    _, errors, _ = resolve_config("distill", "demo-cpu", {}, context={"dataset_kind": "prompts", "has_teacher": True})
+    assert errors == {}
+
+
+def test_prompt_longer_than_max_prompt_length():
+    ctx = {"longest_prompt": {"length": 700, "unit": "tokens", "where": "row 12"}}
+    _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {}, backend="verl", context=ctx)
+    assert "row 12" in errors["max_prompt_length"] and "700 tokens" in errors["max_prompt_length"]
+    _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {"max_prompt_length": 700,
+                                                                "max_response_length": 800}, backend="verl", context=ctx)
+    assert "max_prompt_length" not in errors
+    # counted in characters (no local tokenizer): a warning only
+    ctx = {"longest_prompt": {"length": 700, "unit": "characters", "where": "row 3"}}
+    _, errors, warnings = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {}, backend="verl", context=ctx)
+    assert "max_prompt_length" not in errors and "characters" in warnings["max_prompt_length"]
+
+
+@pytest.mark.parametrize("kl, warned", [(0.02, False), (0.01, False), (0.05, False), (0.005, True), (0.2, True)])
+def test_kl_outside_recommended_range_warns_but_is_accepted(kl, warned):
+    cfg, errors, warnings = resolve_config("grpo", "demo-cpu", {"kl_coef": kl})
+    assert errors == {}
+    assert cfg["hp"]["kl_coef"] == kl
+    assert ("kl_coef" in warnings) is warned
+
+
+def test_optional_settings_accept_blank_and_none():
+    cfg, errors, _ = resolve_config("grpo", "demo-cpu", {"max_steps": "", "mini_batch_size": "none",
+                                                         "keep_last_k": None})
+    assert errors == {}
+    assert cfg["hp"]["max_steps"] is None and cfg["hp"]["mini_batch_size"] is None
+    _, errors, _ = resolve_config("grpo", "demo-cpu", {"lr": ""})
+    assert "required" in errors["lr"]
+
+
+def test_flatten_and_parse_set_args():
+    assert flatten_overrides({"hp": {"lr": 1}, "lora": {"rank": 2}, "kl_guard_threshold": 0.3,
+                              "verl.nnodes": 2}) == {"lr": 1, "lora.rank": 2, "kl_guard.threshold": 0.3,
+                                                     "verl.nnodes": 2}
+    assert parse_set_args(["lr=1e-5", "lora.targets=q_proj,v_proj"]) == {"lr": "1e-5",
+                                                                          "lora.targets": "q_proj,v_proj"}
+    with pytest.raises(ValueError, match="key=value"):
+        parse_set_args(["lr"])
+
+
+def test_every_setting_has_a_default():
+    cfg = base_config("grpo", "demo-cpu")
+    for s in SETTINGS:
+        section = cfg[s.section]
+        node = section
+        for part in s.path[:-1]:
+            node = node[part]
+        assert s.path[-1] in node, s.key
+    assert BY_KEY["kl_guard.threshold"].form_name == "kl_guard_threshold"

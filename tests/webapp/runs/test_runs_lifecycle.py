@@ -1,0 +1,110 @@
+"""Real runs (supervisor + local trainer, no Celery): kill the supervisor -> lost -> resume with every step once; cancel."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from webapp.runs.models import JobState, MetricPoint, ModelEntry, ModelKind
+from webapp.runs.services import job_cancel, job_create, job_launch, job_resume, sync_job
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+SCORE = "critic/score/mean"
+
+
+@pytest.fixture
+def demo_model(project, demo_model_dir):
+    return ModelEntry.objects.create(project=project, name="demo-tiny", kind=ModelKind.CAUSAL_LM,
+                                     path=str(demo_model_dir))
+
+
+@pytest.fixture
+def supervisors():
+    """Pids of supervisors started by a test; whatever is left is killed at the end."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def wait_for(job, predicate, timeout: float, what: str):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        sync_job(job)
+        job.refresh_from_db()
+        if predicate(job):
+            return job
+        time.sleep(0.5)
+    log = Path(job.run_dir, "attempts", str(job.attempt_count), "log.txt")
+    raise AssertionError(f"timed out waiting for {what}; state {job.state}, step {job.last_step}\n"
+                         + (log.read_text()[-3000:] if log.exists() else "(no log)"))
+
+
+def _launch(job, supervisors):
+    assert job_launch(job.pk) == "launched"
+    job.refresh_from_db()
+    attempt = job.attempts.order_by("-number").first()
+    assert attempt.supervisor_pid, job.error
+    supervisors.append(attempt.supervisor_pid)
+    return attempt
+
+
+def test_killed_supervisor_is_lost_then_resume_logs_every_step_once(project, engineer, prompts_version, demo_model,
+                                                                    reward_spec, no_enqueue, supervisors, settings):
+    settings.RUN_HEARTBEAT_STALE_S = 4
+    job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
+                     hp_overrides={"max_steps": 30, "save_freq": 10, "test_freq": 0}, dataset_version=prompts_version,
+                     reward_spec=reward_spec, base_model=demo_model, include_unreviewed=True)
+    first = _launch(job, supervisors)
+    wait_for(job, lambda j: j.checkpoints.filter(step=10).exists() and j.last_step >= 13, 120, "checkpoint 10")
+    os.kill(first.supervisor_pid, signal.SIGKILL)  # the worker host dies; the trainer dies with it (PDEATHSIG)
+    t0 = time.time()
+    wait_for(job, lambda j: j.state == JobState.LOST, 60, "lost")
+    assert time.time() - t0 < 30
+    killed_at = job.last_step
+    ck = job.checkpoints.order_by("-step").first()
+    assert ck.step in (10, 20) and killed_at > ck.step - 1
+
+    attempt = job_resume(job=job, user=engineer)
+    assert attempt.resume_from == ck.path
+    _launch(job, supervisors)
+    wait_for(job, lambda j: j.state == JobState.SUCCEEDED, 180, "the resumed run to finish")
+    steps = list(MetricPoint.objects.filter(job=job, name=SCORE).order_by("step").values_list("step", "attempt"))
+    assert [s for s, _ in steps] == list(range(1, 31))  # no step missing, none twice
+    assert {a for s, a in steps if s > ck.step} == {2} and {a for s, a in steps if s <= ck.step} == {1}
+    log2 = Path(job.run_dir, "attempts", "2", "log.txt").read_text()
+    assert f"at step {ck.step}" in log2
+    assert job.last_step == 30 and job.attempt_count == 2
+
+
+def test_cancel_stops_the_process_group(project, engineer, prompts_version, demo_model, reward_spec, no_enqueue,
+                                        supervisors):
+    job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
+                     hp_overrides={"max_steps": 400, "test_freq": 0}, dataset_version=prompts_version,
+                     reward_spec=reward_spec, base_model=demo_model, include_unreviewed=True)
+    attempt = _launch(job, supervisors)
+    wait_for(job, lambda j: j.last_step >= 2, 120, "training to start")
+    job_cancel(job=job, user=engineer)
+    wait_for(job, lambda j: j.state == JobState.CANCELLED, 60, "cancelled")
+    trainer_pid = int(json.loads(Path(job.run_dir, "attempts", "1", "heartbeat").read_text())["pid"])
+    deadline = time.time() + 10
+    while time.time() < deadline and (alive(attempt.supervisor_pid) or alive(trainer_pid)):
+        time.sleep(0.2)
+    assert not alive(attempt.supervisor_pid) and not alive(trainer_pid)
+    assert json.loads(Path(job.run_dir, "attempts", "1", "exit.json").read_text())["cancelled"] is True
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for a non-reaping init counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state not in ("Z", "X")

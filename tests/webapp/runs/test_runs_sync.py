@@ -1,0 +1,186 @@
+"""sync_job on run directories written by hand in VERL's formats: idempotent ingest, states, checkpoints, hook."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, MetricPoint
+from webapp.runs.services import job_create, job_launch, job_resume, sync_active_jobs, sync_job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def running_job(project, engineer, prompts_version, tiny_model, reward_spec, no_enqueue, fake_supervisor):
+    job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
+                     hp_overrides={"max_steps": 10}, dataset_version=prompts_version, reward_spec=reward_spec,
+                     base_model=tiny_model, include_unreviewed=True)
+    job_launch(job.pk)
+    job.refresh_from_db()
+    return job
+
+
+def adir(job: Job, k: int = 1) -> Path:
+    return Path(job.run_dir) / "attempts" / str(k)
+
+
+def beat(job, k=1, age=0.0):
+    (adir(job, k) / "heartbeat").write_text(json.dumps({"time": time.time() - age, "pid": 1}))
+
+
+def log_steps(job, steps, k=1, score=lambda s: s / 10, extra=""):
+    with (adir(job, k) / "metrics.jsonl").open("a") as fh:
+        for s in steps:
+            fh.write(json.dumps({"step": s, "data": {"critic/score/mean": score(s), "actor/kl_loss": None}}) + "\n")
+        fh.write(extra)
+
+
+def points(job, name="critic/score/mean"):
+    return dict(MetricPoint.objects.filter(job=job, name=name).values_list("step", "value"))
+
+
+def test_ingest_is_incremental_and_idempotent(running_job):
+    job = running_job
+    beat(job)
+    log_steps(job, [1, 2, 3], extra='{"step": 4, "data": {"critic/sc')  # a torn last line waits
+    new = sync_job(job)
+    assert len(new) == 6 and points(job) == {1: 0.1, 2: 0.2, 3: 0.3}
+    assert MetricPoint.objects.get(job=job, name="actor/kl_loss", step=2).value is None  # NaN written as null
+    assert sync_job(job) == [] and MetricPoint.objects.filter(job=job).count() == 6  # re-sync adds nothing
+    with (adir(job) / "metrics.jsonl").open("a") as fh:
+        fh.write('ore/mean": 0.4}}\n')
+    assert [p.step for p in sync_job(job)] == [4]
+    job.refresh_from_db()
+    assert job.last_step == 4 and job.state == JobState.RUNNING and job.heartbeat_at is not None
+    assert JobAttempt.objects.get(job=job, number=1).ingest["offset"] > 0
+
+
+def test_exit_zero_succeeds_nonzero_fails_with_log_tail(running_job, project, engineer, prompts_version, tiny_model,
+                                                        reward_spec, fake_supervisor):
+    job = running_job
+    log_steps(job, [1, 2])
+    (adir(job) / "exit.json").write_text(json.dumps({"returncode": 0, "cancelled": False, "ended_at": time.time()}))
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED and job.finished_at and points(job) == {1: 0.1, 2: 0.2}
+    assert job.attempts.get().returncode == 0
+
+    other = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
+                       hp_overrides={}, dataset_version=prompts_version, reward_spec=reward_spec,
+                       base_model=tiny_model, include_unreviewed=True)
+    job_launch(other.pk)
+    other.refresh_from_db()
+    (adir(other) / "log.txt").write_text("loading\nTraceback (most recent call last):\nValueError: boom\n")
+    (adir(other) / "exit.json").write_text(json.dumps({"returncode": 1, "cancelled": False, "ended_at": time.time()}))
+    assert sync_active_jobs() >= 1
+    other.refresh_from_db()
+    assert other.state == JobState.FAILED and "ValueError: boom" in other.error and "exit code 1" in other.error
+
+
+def test_cancel_ends_as_cancelled_when_the_supervisor_exits(running_job, engineer):
+    from webapp.runs.services import job_cancel
+
+    job = job_cancel(job=running_job, user=engineer)
+    beat(job)
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.state == JobState.RUNNING
+    (adir(job) / "exit.json").write_text(json.dumps({"returncode": -15, "cancelled": True, "ended_at": time.time()}))
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+
+
+def test_stale_heartbeat_means_lost(running_job, settings):
+    job = running_job
+    beat(job, age=settings.RUN_HEARTBEAT_STALE_S + 5)
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.state == JobState.LOST and "heartbeat" in job.error
+    assert job.attempts.get().state == JobState.LOST
+
+
+def _ckpt(job, step, kl):
+    path = Path(job.run_dir) / "checkpoints" / f"global_step_{step}"
+    (path / "model").mkdir(parents=True)
+    (path / "trainer_state.pt").write_bytes(b"x" * 10)
+    (path / "manifest.json").write_text(json.dumps({"step": step, "format": "local", "kind": "grpo",
+                                                    "metrics": {"actor/kl_loss": kl}, "lora": False}))
+    (path.parent / "latest_checkpointed_iteration.txt").write_text(str(step))
+    return path
+
+
+def test_checkpoints_are_discovered_with_manifest_metrics_and_retention(running_job):
+    job = running_job
+    beat(job)
+    _ckpt(job, 5, 0.01)
+    sync_job(job)
+    ck = Checkpoint.objects.get(job=job, step=5)
+    assert ck.metrics == {"actor/kl_loss": 0.01} and ck.status == CheckpointStatus.AVAILABLE
+    assert Path(ck.path).is_absolute() and ck.size_bytes >= 10
+    _ckpt(job, 10, 0.02)
+    import shutil
+
+    shutil.rmtree(Path(ck.path))  # keep_last_k removed it
+    sync_job(job)
+    ck.refresh_from_db()
+    assert ck.status == CheckpointStatus.DELETED
+    assert job.checkpoints.filter(status=CheckpointStatus.AVAILABLE).get().step == 10
+    assert job.events.filter(kind="checkpoint").count() == 2
+
+
+def test_later_attempt_overwrites_steps_of_an_earlier_one(running_job, engineer, settings):
+    job = running_job
+    beat(job)
+    log_steps(job, [1, 2, 3, 4], score=lambda s: 0.0)
+    _ckpt(job, 2, 0.01)
+    sync_job(job)
+    beat(job, age=settings.RUN_HEARTBEAT_STALE_S + 5)  # the worker died after step 4
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.state == JobState.LOST
+    attempt = job_resume(job=job, user=engineer)
+    assert attempt.resume_from.endswith("global_step_2")
+    assert job_launch(job.pk) == "launched"
+    job.refresh_from_db()
+    beat(job, k=2)
+    log_steps(job, [3, 4, 5], k=2, score=lambda s: 1.0)
+    sync_job(job)
+    assert points(job) == {1: 0.0, 2: 0.0, 3: 1.0, 4: 1.0, 5: 1.0}
+    assert MetricPoint.objects.get(job=job, name="critic/score/mean", step=3).attempt == 2
+    # an earlier attempt re-read from scratch (offsets lost) never overwrites the later attempt's points
+    JobAttempt.objects.filter(job=job, number=1).update(state=JobState.RUNNING, ingest={})
+    beat(job, k=1)
+    sync_job(job)
+    assert points(job)[3] == 1.0
+
+
+def test_after_sync_hook_gets_the_new_points(running_job, monkeypatch):
+    seen = []
+    hooks = types.ModuleType("webapp.monitoring.hooks")
+    hooks.after_sync = lambda job, new_points: seen.append((job.pk, sorted(p.step for p in new_points)))
+    monkeypatch.setitem(sys.modules, "webapp.monitoring.hooks", hooks)
+    beat(running_job)
+    log_steps(running_job, [1, 2])
+    sync_job(running_job)
+    sync_job(running_job)
+    assert seen == [(running_job.pk, [1, 1, 2, 2]), (running_job.pk, [])]
+
+
+def test_a_broken_hook_does_not_stop_ingestion(running_job, monkeypatch):
+    hooks = types.ModuleType("webapp.monitoring.hooks")
+
+    def boom(job, new_points):
+        raise RuntimeError("monitoring bug")
+
+    hooks.after_sync = boom
+    monkeypatch.setitem(sys.modules, "webapp.monitoring.hooks", hooks)
+    beat(running_job)
+    log_steps(running_job, [1])
+    sync_job(running_job)
+    assert points(running_job) == {1: 0.1}

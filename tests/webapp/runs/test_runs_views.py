@@ -1,0 +1,191 @@
+"""Job and model pages: access per role, the launch form (errors on fields, review step, launch), clone, log."""
+from __future__ import annotations
+
+import pytest
+
+from webapp.runs.models import Job, JobState, ModelEntry
+from webapp.runs.services import job_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def job(project, engineer, prompts_version, tiny_model, reward_spec, no_enqueue):
+    return job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
+                      hp_overrides={"max_steps": 10}, dataset_version=prompts_version, reward_spec=reward_spec,
+                      base_model=tiny_model, include_unreviewed=True)
+
+
+def form_data(version, model, reward_fn, **extra):
+    from webapp.runs.forms import settings_initial
+    from webapp.runs.services.config import base_config
+
+    data = {k: ("" if v is None else v) for k, v in settings_initial(base_config("grpo", "demo-cpu")).items()}
+    data = {k: v for k, v in data.items() if v is not False}  # unchecked checkboxes are absent
+    data = {k: ("on" if v is True else v) for k, v in data.items()}
+    data.update({"kind": "grpo", "backend": "local", "preset": "demo-cpu", "dataset_version": version.pk,
+                 "base_model": model.pk, "include_unreviewed": "on", "max_steps": 10,
+                 f"reward-fn_{reward_fn.pk}_version": reward_fn.latest_version.pk,
+                 f"reward-fn_{reward_fn.pk}_weight": 1.0, "reward-shaping": "raw"})
+    data.update(extra)
+    return data
+
+
+READ = ["list", "detail", "log", "models"]
+WRITE_GET = ["new", "clone"]
+
+
+def url(project, name, job):
+    base = f"/p/{project.slug}/jobs/"
+    return {"list": base, "new": base + "new/", "preview": base + "preview/", "models": base + "models/",
+            "detail": f"{base}{job.pk}/", "log": f"{base}{job.pk}/log/", "clone": f"{base}{job.pk}/clone/",
+            "cancel": f"{base}{job.pk}/cancel/", "resume": f"{base}{job.pk}/resume/"}[name]
+
+
+@pytest.mark.parametrize("name", READ)
+def test_read_pages_per_role(name, project, job, admin_user, engineer, reviewer, viewer, outsider, as_user):
+    for user, code in ((admin_user, 200), (engineer, 200), (reviewer, 200), (viewer, 200), (outsider, 404)):
+        assert as_user(user).get(url(project, name, job)).status_code == code, (user.username, name)
+
+
+@pytest.mark.parametrize("name", WRITE_GET)
+def test_launch_pages_need_an_engineer(name, project, job, engineer, reviewer, viewer, outsider, as_user):
+    for user, code in ((engineer, 200), (reviewer, 403), (viewer, 403), (outsider, 404)):
+        assert as_user(user).get(url(project, name, job)).status_code == code, (user.username, name)
+
+
+@pytest.mark.parametrize("name", ["new", "preview", "cancel", "resume", "models"])
+def test_writes_refused_below_engineer(name, project, job, reviewer, viewer, outsider, as_user):
+    for user, code in ((reviewer, 403), (viewer, 403), (outsider, 404)):
+        assert as_user(user).post(url(project, name, job), {"name": "x"}).status_code == code, (user.username, name)
+    job.refresh_from_db()
+    assert job.state == JobState.QUEUED and not job.cancel_requested
+    assert Job.objects.count() == 1 and not ModelEntry.objects.filter(name="x").exists()
+
+
+def test_form_shows_refusals_next_to_their_fields(project, engineer, as_user, prompts_version, tiny_model, reward_fn,
+                                                  no_enqueue):
+    data = form_data(prompts_version, tiny_model, reward_fn, group_size=1, mini_batch_size=5, lr="abc")
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 400
+    form = resp.context["form"]
+    assert "at least 2" in form.errors["group_size"][0]
+    assert "lr" in form.errors
+    assert Job.objects.count() == 0
+    html = resp.content.decode()
+    assert 'id="id_group_size-error"' in html
+
+
+def test_missing_reward_is_shown_on_the_reward_widget(project, engineer, as_user, prompts_version, tiny_model,
+                                                      reward_fn, no_enqueue):
+    data = form_data(prompts_version, tiny_model, reward_fn, **{f"reward-fn_{reward_fn.pk}_weight": ""})
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 400
+    assert "GRPO needs a reward" in " ".join(resp.context["reward_form"].non_field_errors())
+
+
+def test_review_step_shows_yaml_and_command_then_launch(project, engineer, as_user, prompts_version, tiny_model,
+                                                        reward_fn, no_enqueue):
+    client = as_user(engineer)
+    data = form_data(prompts_version, tiny_model, reward_fn, kl_coef=0.2, action="review")
+    resp = client.post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 200
+    html = resp.content.decode()
+    assert "max_steps: 10" in html and "training.local.train" in html
+    assert "outside the usual" in html  # the KL warning, which does not block
+    assert Job.objects.count() == 0
+    hidden = dict(resp.context["hidden"])
+    hidden["action"] = "launch"
+    resp = client.post(f"/p/{project.slug}/jobs/new/", hidden)
+    job = Job.objects.get()
+    assert resp.status_code == 302 and resp["Location"].endswith(f"/jobs/{job.pk}/")
+    assert job.config["hp"]["kl_coef"] == 0.2 and job.created_by == engineer
+    assert no_enqueue == [(job.pk, "cpu", None)] or no_enqueue == []  # enqueued on commit
+
+
+def test_verl_review_shows_the_exact_command(project, engineer, as_user, prompts_version, tiny_model, reward_fn,
+                                             no_enqueue):
+    data = form_data(prompts_version, tiny_model, reward_fn, backend="verl", device="cuda", action="review",
+                     verl_n_gpus_per_node=1)
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 200, resp.context["form"].errors
+    command = resp.context["command"]
+    assert "python -m verl.trainer.main_ppo" in command
+    assert "algorithm.adv_estimator=grpo" in command.splitlines()
+    assert "actor_rollout_ref.rollout.n=8" in command.splitlines()
+
+
+def test_preview_endpoint(project, engineer, as_user, prompts_version, tiny_model, reward_fn, no_enqueue):
+    client = as_user(engineer)
+    body = client.post(f"/p/{project.slug}/jobs/preview/", form_data(prompts_version, tiny_model, reward_fn)).json()
+    assert body["ok"] and "kind: grpo" in body["yaml"] and body["counts"]["train"] == 36
+    body = client.post(f"/p/{project.slug}/jobs/preview/",
+                       form_data(prompts_version, tiny_model, reward_fn, group_size=1, kl_coef=0.001)).json()
+    assert not body["ok"] and "group_size" in body["errors"] and "kl_coef" in body["warnings"]
+
+
+def test_clone_prefills_the_form(project, engineer, as_user, job):
+    resp = as_user(engineer).get(f"/p/{project.slug}/jobs/{job.pk}/clone/")
+    form = resp.context["form"]
+    assert form.initial["max_steps"] == 10 and form.initial["group_size"] == 8
+    assert form.initial["dataset_version"] == job.dataset_version_id
+    reward_form = resp.context["reward_form"]
+    fn_pk = job.reward_versions.get().function_id
+    assert reward_form.initial[f"fn_{fn_pk}_weight"] == 1.0
+
+
+def test_detail_shows_config_data_and_monitoring_slot(project, viewer, as_user, job):
+    resp = as_user(viewer).get(f"/p/{project.slug}/jobs/{job.pk}/")
+    html = resp.content.decode()
+    assert "max_steps: 10" in html and "36 train" in html and "exact-match v1" in html
+    assert "Cancel" not in html  # viewers read only
+    body = as_user(viewer).get(f"/p/{project.slug}/jobs/{job.pk}/log/").json()
+    assert body["state"] == "queued" and body["lines"] == []
+
+
+def test_cancel_from_the_page(project, engineer, as_user, job):
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/{job.pk}/cancel/")
+    assert resp.status_code == 302
+    job.refresh_from_db()
+    assert job.state == JobState.CANCELLED
+
+
+def test_register_a_model_folder_and_a_hub_id(project, engineer, as_user, tiny_model_dir, tiny_rm_dir, tmp_path):
+    client = as_user(engineer)
+    resp = client.post(f"/p/{project.slug}/jobs/models/", {"name": "local", "path": str(tiny_model_dir)})
+    assert resp.status_code == 302
+    m = ModelEntry.objects.get(name="local")
+    assert m.kind == "causal_lm" and m.num_parameters > 1000
+    client.post(f"/p/{project.slug}/jobs/models/", {"name": "rm", "path": str(tiny_rm_dir)})
+    assert ModelEntry.objects.get(name="rm").kind == "reward_model"
+    client.post(f"/p/{project.slug}/jobs/models/", {"name": "qwen", "hub_id": "Qwen/Qwen2.5-0.5B-Instruct"})
+    resp = client.get(f"/p/{project.slug}/jobs/models/")
+    assert "GPU workers with hub access only" in resp.content.decode()
+    (tmp_path / "empty").mkdir()
+    for path, words in ((str(tmp_path / "nope"), "does not exist"), (str(tmp_path / "empty"), "no config.json"),
+                        ("relative/dir", "absolute path")):
+        resp = client.post(f"/p/{project.slug}/jobs/models/", {"name": "bad", "path": path})
+        assert resp.status_code == 400 and words in resp.context["form"].errors["path"][0]
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    resp = client.post(f"/p/{project.slug}/jobs/models/", {"name": "bad", "path": str(tmp_path / "broken")})
+    assert resp.status_code == 400 and "cannot read" in resp.context["form"].errors["path"][0]
+
+
+def test_monitoring_panel_is_included_when_that_app_provides_it(project, viewer, as_user, job, monkeypatch):
+    from django.template import TemplateDoesNotExist, engines
+
+    import webapp.runs.templatetags.runs_tags as tags
+
+    html = as_user(viewer).get(f"/p/{project.slug}/jobs/{job.pk}/").content.decode()
+    assert "MONITORING PANEL" not in html
+    panel = engines["django"].from_string("MONITORING PANEL for #{{ job.pk }}")
+
+    def fake_get_template(name):
+        if name == "monitoring/_job_panel.html":
+            return panel
+        raise TemplateDoesNotExist(name)
+
+    monkeypatch.setattr(tags, "get_template", fake_get_template)
+    html = as_user(viewer).get(f"/p/{project.slug}/jobs/{job.pk}/").content.decode()
+    assert f"MONITORING PANEL for #{job.pk}" in html

@@ -1,0 +1,128 @@
+"""The backend contract: turn a run directory into the exact command that trains it.
+
+A backend never starts anything itself. `prepare` writes whatever files the backend needs into
+the run directory and returns a `LaunchPlan`; the web app stores it as
+`attempts/<K>/launch.json` and `python -m training.supervisor` runs it in its own process group.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+# Repository root: `training/` must be importable by every process we launch (Ray workers too).
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class BackendError(Exception):
+    """A job that cannot be launched.
+
+    `permanent=True` means retrying the same spec can never succeed (bad spec, too few GPUs);
+    `permanent=False` is for conditions that may clear (a Ray cluster that is not reachable yet).
+    """
+
+    def __init__(self, message: str, permanent: bool = True) -> None:
+        super().__init__(message)
+        self.message = message
+        self.permanent = permanent
+
+
+@dataclass
+class LaunchPlan:
+    """What the supervisor runs: `argv` in `cwd` with `env` added to the worker's environment.
+
+    `cancel_argv`, when set, must be run to stop the job: killing the process group is not
+    enough for a job handed to a remote Ray cluster (`ray job stop ...`).
+    """
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    cancel_argv: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the `launch.json` form (the keys of docs/run-directory.md plus the extras)."""
+        data = asdict(self)
+        if not data["notes"]:
+            data.pop("notes")
+        if data["cancel_argv"] is None:
+            data.pop("cancel_argv")
+        return data
+
+
+class Backend(Protocol):
+    name: str
+
+    def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
+        """Write the backend's files into `run_dir` and return the command for attempt `attempt`."""
+        ...
+
+    def dry_run(self, spec: dict[str, Any], run_dir: Path) -> str:
+        """Return a human-readable preview: the run dir, then one argument/override per line."""
+        ...
+
+
+def get_backend(name: str) -> Backend:
+    """Return the backend registered as `name` ("local" or "verl")."""
+    if name == "local":
+        from training.backends.local import LocalBackend
+
+        return LocalBackend()
+    if name == "verl":
+        from training.backends.verl import VerlBackend
+
+        return VerlBackend()
+    raise BackendError(f"unknown backend {name!r}: expected 'local' or 'verl'")
+
+
+def load_spec(run_dir: Path) -> dict[str, Any]:
+    """Read `<run_dir>/job.json`, with a clear error when it is missing or not JSON."""
+    path = Path(run_dir) / "job.json"
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise BackendError(f"no job spec at {path}") from None
+    except json.JSONDecodeError as exc:
+        raise BackendError(f"job spec {path} is not valid JSON: {exc}") from None
+
+
+def check_attempt(attempt: int) -> int:
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        raise BackendError(f"attempt must be an integer >= 1, got {attempt!r}")
+    return attempt
+
+
+def attempt_dir(run_dir: Path, attempt: int) -> Path:
+    """Return (and create) `<run_dir>/attempts/<K>`."""
+    path = Path(run_dir).resolve() / "attempts" / str(check_attempt(attempt))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def metrics_path(run_dir: Path, attempt: int, create: bool = True) -> Path:
+    """One metrics file per attempt: VERL's file logger truncates its file on every start."""
+    if create:
+        return attempt_dir(run_dir, attempt) / "metrics.jsonl"
+    return Path(run_dir).resolve() / "attempts" / str(check_attempt(attempt)) / "metrics.jsonl"
+
+
+def base_env(run_dir: Path, attempt: int, create: bool = True) -> dict[str, str]:
+    """Environment shared by both backends (added on top of the worker's own environment)."""
+    pythonpath = os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH", "")] if p)
+    return {
+        "VERL_FILE_LOGGER_PATH": str(metrics_path(run_dir, attempt, create)),
+        "PYTHONPATH": pythonpath,
+        "PYTHONUNBUFFERED": "1",
+        # The default VERL logger list includes wandb; make sure nothing phones home anyway.
+        "WANDB_MODE": "disabled",
+        "TOKENIZERS_PARALLELISM": "false",
+    }
+
+
+def python_executable() -> str:
+    """The interpreter of the calling worker: the GPU image and the web venv each launch their own."""
+    return os.environ.get("RLHF_TRAIN_PYTHON") or sys.executable

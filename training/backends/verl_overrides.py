@@ -1,0 +1,341 @@
+"""Pure job-spec -> Hydra override list for `python -m verl.trainer.main_ppo` (verl 0.9.1).
+
+Every key below exists in verl's own `ppo_trainer.yaml`; tests compose the list against the
+installed package with Hydra and run verl's `validate_config`, so a renamed key fails CI
+instead of a GPU run. Nothing here touches the file system.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from training.backends.base import BackendError
+
+ENGINES = ("vllm", "sglang")
+# Largest LoRA rank vLLM accepts (verl/workers/rollout/vllm_rollout/utils.py: MaxLoRARanks).
+MAX_LORA_RANK = 512
+DISTILL_LOSS_MODES = ("forward_kl_topk", "k3", "low_var_kl", "k2", "mse", "abs")
+_SAFE_VALUE = re.compile(r"[A-Za-z0-9_\-./:@+]+")
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Batch sizes in VERL's units: train/mini batches count prompts, micro batches samples/GPU."""
+
+    train_batch_size: int
+    ppo_mini_batch_size: int
+    micro_batch_size_per_gpu: int
+    log_prob_micro_batch_size_per_gpu: int
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    n_gpus_per_node: int  # the student (actor + rollout) pool
+    nnodes: int
+    teacher_gpus_per_node: int = 0  # on-policy distillation: the teacher's own pool
+
+    @property
+    def student_gpus(self) -> int:
+        return self.n_gpus_per_node * self.nnodes
+
+
+@dataclass(frozen=True)
+class VerlPaths:
+    """Absolute paths the overrides point at (all inside the run directory)."""
+
+    run_dir: Path
+    train_parquet: Path
+    val_parquet: Path
+    reward_module: Path | None
+    attempt: int
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    @property
+    def hydra_dir(self) -> Path:
+        return self.run_dir / "attempts" / str(self.attempt) / "hydra"
+
+
+@dataclass(frozen=True)
+class Resume:
+    mode: str  # "disable" | "auto" | "resume_path"
+    path: str | None = None
+
+
+def hydra_value(value: Any) -> str:
+    """Render one override value in Hydra's grammar (quoted when it has special characters)."""
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BackendError(f"non-finite number {value!r} in the job spec")
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(hydra_value(v) for v in value) + "]"
+    text = str(value)
+    if "\\" in text or "${" in text or "\n" in text:
+        # Hydra would treat these as escapes/interpolations; no path we write needs them.
+        raise BackendError(f"value {text!r} contains a backslash, '${{' or a newline, which VERL's config cannot take")
+    if _SAFE_VALUE.fullmatch(text):
+        return text
+    return "'" + text.replace("'", "\\'") + "'"
+
+
+def _largest_divisor_at_most(n: int, cap: int) -> int:
+    return max(d for d in range(1, max(1, min(n, cap)) + 1) if n % d == 0)
+
+
+def plan_batches(
+    batch_size: int, group_size: int, n_gpus: int, n_train_rows: int,
+    mini_batch_size: int | None = None, micro_batch_size: int | None = None,
+) -> BatchPlan:
+    """Pick batch sizes that pass VERL's checks for `n_gpus` data-parallel ranks.
+
+    VERL requires (utils/config.py validate_config, workers/engine_workers.py):
+    train*n % n_gpus == 0, mini <= train, mini*n % n_gpus == 0; we also keep train % mini == 0
+    and micro | mini*n/n_gpus so no update step gets a ragged micro batch. `batch_size` counts
+    prompts per step and is capped at the number of training rows (VERL drops the last partial
+    batch, so a bigger batch would mean zero steps).
+    """
+    if batch_size < 1 or group_size < 1 or n_gpus < 1:
+        raise BackendError("batch_size, group_size and GPU count must all be >= 1")
+    if n_train_rows < 1:
+        raise BackendError("the training split is empty")
+    # Prompts per step must be a multiple of `unit` so that prompts*group_size spreads over all GPUs.
+    unit = n_gpus // math.gcd(group_size, n_gpus)
+    train = (min(batch_size, n_train_rows) // unit) * unit
+    if train < 1:
+        raise BackendError(
+            f"cannot split batches over {n_gpus} GPUs: need at least {unit} training prompts per step "
+            f"(batch_size={batch_size}, rows={n_train_rows}, group_size={group_size})")
+    mini_target = min(mini_batch_size or train, train)
+    mini = max((m for m in range(unit, mini_target + 1, unit) if train % m == 0), default=train)
+    per_gpu = mini * group_size // n_gpus
+    micro = _largest_divisor_at_most(per_gpu, micro_batch_size or 4)
+    return BatchPlan(train, mini, micro, micro)
+
+
+def gpu_plan(spec: dict[str, Any]) -> GpuPlan:
+    """Split the node's GPUs between the student and, for on-policy distillation, the teacher."""
+    verl = spec.get("verl") or {}
+    per_node, nnodes = int(verl.get("n_gpus_per_node", 1)), int(verl.get("nnodes", 1))
+    if per_node < 1 or nnodes < 1:
+        raise BackendError("verl.n_gpus_per_node and verl.nnodes must be >= 1")
+    if not is_on_policy_distill(spec):
+        return GpuPlan(per_node, nnodes)
+    # VERL gives the teacher a separate resource pool that must be > 0 (main_ppo_v0.py).
+    teacher = int(verl.get("teacher_gpus_per_node") or max(1, per_node // 2))
+    student = per_node - teacher
+    if teacher < 1 or student < 1:
+        raise BackendError(
+            f"on-policy distillation needs a student pool and a teacher pool: {per_node} GPU(s) per node "
+            f"cannot hold {max(teacher, 1)} teacher GPU(s) plus at least 1 student GPU. "
+            "Use at least 2 GPUs per node, or offline distillation on the local backend.")
+    return GpuPlan(student, nnodes, teacher)
+
+
+def is_on_policy_distill(spec: dict[str, Any]) -> bool:
+    return spec.get("kind") == "distill" and (spec.get("hp") or {}).get("distill_mode") == "on_policy"
+
+
+def decide_resume(spec: dict[str, Any], run_dir: Path, attempt: int, own_latest_step: int | None) -> Resume:
+    """Choose VERL's resume mode for this attempt.
+
+    - `resume_from` inside this run's own checkpoints: an explicit restore (KL guard) -> that step.
+    - a later attempt with its own checkpoints: continue from them (`auto` reads
+      latest_checkpointed_iteration.txt), even if the run was branched from a parent.
+    - `resume_from` elsewhere (a parent run): a branch; the run dir is new, the parent stays intact.
+    - a later attempt without checkpoints: `auto` (VERL starts from scratch).
+    - attempt 1: `disable`.
+    """
+    own = (Path(run_dir) / "checkpoints").resolve()
+    resume_from = spec.get("resume_from")
+    if resume_from:
+        path = Path(str(resume_from).rstrip("/"))
+        if not path.is_absolute():
+            raise BackendError(f"resume_from must be an absolute path, got {resume_from!r}")
+        if not re.fullmatch(r"global_step_\d+", path.name):
+            # VERL parses the step as int(path.split("global_step_")[-1]).
+            raise BackendError(f"resume_from must name a global_step_N folder, got {resume_from!r}")
+        if path.parent.resolve() == own:
+            return Resume("resume_path", str(path))
+        if attempt > 1 and own_latest_step is not None:
+            return Resume("auto")
+        return Resume("resume_path", str(path))
+    return Resume("auto" if attempt > 1 else "disable")
+
+
+def _lora_overrides(lora: dict[str, Any]) -> list[tuple[str, Any]]:
+    rank = int(lora.get("rank") or 0)
+    if rank <= 0:
+        return []
+    if rank > MAX_LORA_RANK:
+        raise BackendError(f"hp.lora.rank={rank} is above vLLM's maximum LoRA rank ({MAX_LORA_RANK})")
+    targets = lora.get("targets") or "all-linear"
+    if isinstance(targets, str) and targets != "all-linear":
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    return [
+        ("actor_rollout_ref.model.lora_rank", rank),
+        ("actor_rollout_ref.model.lora_alpha", lora.get("alpha", 16)),
+        ("actor_rollout_ref.model.target_modules", targets),
+        # LoRA examples in verl: load real weights into vLLM and sync adapters layer by layer.
+        ("actor_rollout_ref.rollout.load_format", "safetensors"),
+        ("actor_rollout_ref.rollout.layered_summon", True),
+    ]
+
+
+def _reward_overrides(spec: dict[str, Any], reward_module: Path | None, engine: str) -> list[tuple[str, Any]]:
+    comps = (spec.get("reward") or {}).get("components") or []
+    models = [c for c in comps if c.get("type") == "model"]
+    out: list[tuple[str, Any]] = []
+    if len(models) > 1:
+        raise BackendError("VERL serves one reward model per run; this job lists several model components")
+    if models:
+        out += [
+            ("reward.reward_model.enable", True),
+            ("reward.reward_model.model_path", models[0]["path"]),
+            ("reward.reward_model.rollout.name", engine),
+            ("reward.reward_model.rollout.tensor_model_parallel_size", 1),
+            # Colocated with the actor's rollout engine on the same GPUs.
+            ("reward.reward_model.rollout.gpu_memory_utilization", 0.2),
+        ]
+    if reward_module is not None:
+        out += [("reward.custom_reward_function.path", str(reward_module)),
+                ("reward.custom_reward_function.name", "compute_score")]
+    return out
+
+
+def _distill_overrides(spec: dict[str, Any], gpus: GpuPlan) -> list[tuple[str, Any]]:
+    hp = spec.get("hp") or {}
+    teacher = (spec.get("teacher") or {}).get("path")
+    if not teacher:
+        raise BackendError("on-policy distillation needs teacher.path")
+    mode = hp.get("distill_loss", "forward_kl_topk")
+    if mode not in DISTILL_LOSS_MODES:
+        raise BackendError(f"hp.distill_loss must be one of {', '.join(DISTILL_LOSS_MODES)}, got {mode!r}")
+    has_task_reward = bool((spec.get("reward") or {}).get("components"))
+    return [
+        ("distillation.enabled", True),
+        ("distillation.n_gpus_per_node", gpus.teacher_gpus_per_node),
+        ("distillation.nnodes", gpus.nnodes),
+        ("distillation.teacher_models.teacher_model.model_path", teacher),
+        ("distillation.teacher_models.teacher_model.inference.tensor_model_parallel_size", 1),
+        # The teacher owns its GPUs, so its engine may take most of their memory.
+        ("distillation.teacher_models.teacher_model.inference.gpu_memory_utilization", 0.8),
+        ("distillation.distillation_loss.loss_mode", mode),
+        ("distillation.distillation_loss.use_task_rewards", has_task_reward),
+    ]
+
+
+def build_overrides(
+    spec: dict[str, Any], paths: VerlPaths, n_train_rows: int, resume: Resume,
+    logger_env: dict[str, str] | None = None,
+) -> list[str]:
+    """Return the exact `key=value` override list for `python -m verl.trainer.main_ppo`."""
+    kind = spec.get("kind", "grpo")
+    if kind == "reward_model":
+        raise BackendError("reward-model training is not a VERL job: run it on the local backend")
+    if kind == "distill" and not is_on_policy_distill(spec):
+        raise BackendError("VERL only does on-policy distillation (hp.distill_mode=on_policy); "
+                           "run offline distillation on the local backend")
+    if kind not in ("grpo", "distill"):
+        raise BackendError(f"unknown job kind {kind!r}")
+    hp, verl = spec.get("hp") or {}, spec.get("verl") or {}
+    model = (spec.get("model") or {}).get("path")
+    if not model:
+        raise BackendError("model.path is required")
+    engine = verl.get("rollout_engine", "vllm")
+    if engine not in ENGINES:
+        raise BackendError(f"verl.rollout_engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    gpus = gpu_plan(spec)
+    tp = int(verl.get("tensor_model_parallel_size", 1))
+    if tp < 1 or gpus.n_gpus_per_node % tp:
+        raise BackendError(f"tensor_model_parallel_size={tp} must divide the {gpus.n_gpus_per_node} "
+                           "student GPU(s) per node")
+    distill = is_on_policy_distill(spec)
+    has_task_reward = bool((spec.get("reward") or {}).get("components"))
+    # Distillation without a task reward learns from the teacher alone: one sample per prompt.
+    group = int(hp.get("group_size", 4)) if (not distill or has_task_reward) else 1
+    if not distill and group < 2:
+        raise BackendError("GRPO needs hp.group_size >= 2 (it compares samples of the same prompt)")
+    batches = plan_batches(int(hp.get("batch_size", 64)), group, gpus.student_gpus, n_train_rows,
+                           hp.get("mini_batch_size"), hp.get("micro_batch_size_per_gpu"))
+    kl = float(hp.get("kl_coef", 0.0))
+    use_kl = kl > 0 and not distill  # the teacher replaces the reference policy
+    clip = float(hp.get("clip_ratio", 0.2))
+    seed = int(hp.get("seed", 1))
+
+    ov: list[tuple[str, Any]] = [
+        ("algorithm.adv_estimator", "grpo"),
+        ("algorithm.use_kl_in_reward", False),
+        ("critic.enable", False),  # GRPO has no value model (verl would only warn and infer it)
+        ("data.train_files", str(paths.train_parquet)),
+        ("data.val_files", str(paths.val_parquet)),
+        ("data.train_batch_size", batches.train_batch_size),
+        ("data.max_prompt_length", int(hp.get("max_prompt_length", 512))),
+        ("data.max_response_length", int(hp.get("max_response_length", 512))),
+        ("data.filter_overlong_prompts", True),
+        ("data.truncation", "error"),
+        ("data.seed", seed),
+        ("actor_rollout_ref.model.path", model),
+        ("actor_rollout_ref.actor.optim.lr", float(hp.get("lr", 1e-6))),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", batches.ppo_mini_batch_size),
+        ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", batches.micro_batch_size_per_gpu),
+        ("actor_rollout_ref.actor.use_kl_loss", use_kl),
+        ("actor_rollout_ref.actor.kl_loss_coef", kl),
+        ("actor_rollout_ref.actor.kl_loss_type", hp.get("kl_loss_type", "low_var_kl")),
+        ("actor_rollout_ref.actor.entropy_coeff", 0),
+        ("actor_rollout_ref.actor.clip_ratio_low", clip),
+        ("actor_rollout_ref.actor.clip_ratio_high", clip),
+        ("actor_rollout_ref.actor.loss_agg_mode", hp.get("loss_agg_mode", "token-mean")),
+        ("actor_rollout_ref.rollout.name", engine),
+        ("actor_rollout_ref.rollout.n", group),
+        ("actor_rollout_ref.rollout.temperature", float(hp.get("temperature", 1.0))),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", tp),
+        ("actor_rollout_ref.rollout.gpu_memory_utilization", float(verl.get("gpu_memory_utilization", 0.4))),
+        ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", batches.log_prob_micro_batch_size_per_gpu),
+        ("actor_rollout_ref.rollout.seed", seed),
+        ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batches.log_prob_micro_batch_size_per_gpu),
+    ]
+    ov += _lora_overrides(hp.get("lora") or {})
+    ov += _reward_overrides(spec, paths.reward_module, engine)
+    ov.append(("reward.num_workers", int(verl.get("reward_workers", 4))))
+    if distill:
+        ov += _distill_overrides(spec, gpus)
+    ov += [
+        ("trainer.logger", ["console", "file"]),
+        ("trainer.project_name", "rlhf-workbench"),
+        ("trainer.experiment_name", f"job-{spec.get('job_id', 'unknown')}"),
+        ("trainer.default_local_dir", str(paths.checkpoints)),
+        ("trainer.rollout_data_dir", str(paths.run_dir / "samples" / "rollout")),
+        ("trainer.validation_data_dir", str(paths.run_dir / "samples" / "val")),
+        ("trainer.save_freq", int(hp.get("save_freq") or -1)),
+        ("trainer.test_freq", int(hp.get("test_freq") or -1)),
+        ("trainer.total_epochs", int(hp.get("epochs", 1))),
+    ]
+    if hp.get("max_steps"):
+        ov.append(("trainer.total_training_steps", int(hp["max_steps"])))
+    ov += [
+        ("trainer.n_gpus_per_node", gpus.n_gpus_per_node),
+        ("trainer.nnodes", gpus.nnodes),
+        ("trainer.val_before_train", True),
+        ("trainer.resume_mode", resume.mode),
+    ]
+    if resume.path:
+        ov.append(("trainer.resume_from_path", resume.path))
+    # V0 trainer by default: V1 imports `transfer_queue`, which verl does not declare as a
+    # dependency (ModuleNotFoundError, verl issue #7320), and upstream's `neo` branch returns to
+    # use_v1=false. Jobs that set verl.use_v1 get V1 and must run where TransferQueue is installed.
+    ov.append(("trainer.use_v1", bool(verl.get("use_v1", False))))
+    ov.append(("hydra.run.dir", str(paths.hydra_dir)))
+    for key, value in (logger_env or {}).items():
+        # The Tracking object lives in a Ray actor; an attached cluster does not inherit our env.
+        ov.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}", value))
+    return [f"{k}={hydra_value(v)}" for k, v in ov]

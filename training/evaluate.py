@@ -1,0 +1,188 @@
+"""On-demand validation win rate of one checkpoint.
+
+`python -m training.evaluate --run-dir DIR --checkpoint DIR/checkpoints/global_step_N --out FILE`
+
+Generates greedy responses of the checkpoint on the run's validation split, scores them and their
+references with the job's reward (function, model or mix, user code only in the sandbox) and writes
+FILE (JSON: win rate, Wilson 95% interval, count, per-source metrics, samples path). Samples go to
+`<FILE's folder>/samples/val/<N>.jsonl` in the format of training-time validation.
+
+It reuses the local backend's loading, generation and scoring (training.local.validation), so an
+on-demand number and a training-time number at the same step are the same measurement.
+Exit code 2: the request is wrong (the message says how); anything else is a crash.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+from dataclasses import fields
+from pathlib import Path
+from typing import Any, Optional
+
+from training import winrate
+from training.checkpoints import export_hf, step_of
+from training.local.config import HParams, JobError
+from training.reward_client import RewardConfigError, RewardScorer
+
+
+class EvaluationError(ValueError):
+    """A request the evaluator refuses; the message says why."""
+
+
+def _hp(raw: dict[str, Any]) -> HParams:
+    """The job's hp with the local backend's defaults for anything missing (unknown keys ignored)."""
+    known = {f.name for f in fields(HParams)}
+    hp = HParams(**{k: v for k, v in (raw or {}).items() if k in known and v is not None})
+    for name in ("max_prompt_length", "max_response_length"):
+        try:
+            setattr(hp, name, int(getattr(hp, name)))
+        except (TypeError, ValueError):
+            raise EvaluationError(f"hp.{name} must be a whole number") from None
+    return hp
+
+
+def read_job(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "job.json").read_text())
+    except FileNotFoundError:
+        raise EvaluationError(f"no job.json in {run_dir}") from None
+    except json.JSONDecodeError as exc:
+        raise EvaluationError(f"{run_dir / 'job.json'} is not valid JSON: {exc}") from None
+
+
+def _abs(run_dir: Path, value: Any, what: str) -> Path:
+    if not value or not isinstance(value, str):
+        raise EvaluationError(f"{what} is missing from job.json")
+    p = Path(value)
+    return p if p.is_absolute() else run_dir / p
+
+
+def checkpoint_format(ckpt: Path) -> str:
+    try:
+        fmt = json.loads((ckpt / "manifest.json").read_text()).get("format")
+        if fmt:
+            return str(fmt)
+    except (OSError, ValueError):
+        pass
+    if (ckpt / "model").is_dir():
+        return "local"
+    if (ckpt / "actor").is_dir():
+        return "verl"
+    raise EvaluationError(f"{ckpt} holds neither model/ (local backend) nor actor/ (VERL): not a checkpoint")
+
+
+def load_checkpoint_model(ckpt: Path, base_model: Path, device: str, dtype: str, workdir: Path):
+    """(model, tokenizer) of a checkpoint: a local HF folder or LoRA adapter, or a VERL checkpoint
+    merged to HF first (its LoRA adapter, which the merger leaves unfused, goes on top)."""
+    from training.models import load_model_and_tokenizer, load_tokenizer
+
+    fmt = checkpoint_format(ckpt)
+    if fmt == "verl":
+        folder = export_hf(ckpt, workdir / "hf", merge_lora=True)
+        adapter = folder / "lora_adapter"
+        model, tok = load_model_and_tokenizer(folder, device, dtype,
+                                              adapter_path=adapter if adapter.is_dir() else None)
+        return model.eval(), tok
+    model_dir = ckpt / "model"
+    if not (model_dir / "config.json").exists() and not (model_dir / "adapter_config.json").exists():
+        raise EvaluationError(f"{model_dir} is not an HF model folder or a LoRA adapter")
+    if (model_dir / "adapter_config.json").exists():
+        model, tok = load_model_and_tokenizer(base_model, device, dtype, adapter_path=model_dir)
+    else:
+        model, _ = load_model_and_tokenizer(model_dir, device, dtype)
+        tok = load_tokenizer(base_model)  # the run's tokenizer, as the trainer resumes
+    return model.eval(), tok
+
+
+def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, max_rows: Optional[int] = None,
+             device: Optional[str] = None) -> dict[str, Any]:
+    """Evaluate `checkpoint` of the run in `run_dir`; writes and returns the result dict."""
+    run_dir, ckpt, out = Path(run_dir).resolve(), Path(checkpoint).resolve(), Path(out).resolve()
+    job = read_job(run_dir)
+    if job.get("kind") == "reward_model":
+        raise EvaluationError("a reward-model job has no responses to judge; its accuracy is in its metrics")
+    if not (job.get("reward") or {}).get("components"):
+        raise EvaluationError("this job has no reward to judge responses with (job.json reward.components is empty)")
+    if not ckpt.is_dir():
+        raise EvaluationError(f"checkpoint {ckpt} does not exist")
+    try:
+        step = step_of(ckpt)
+    except ValueError as exc:
+        raise EvaluationError(str(exc)) from None
+    data = job.get("data") or {}
+    val_path = _abs(run_dir, data.get("val"), "data.val")
+    if not val_path.is_file():
+        raise EvaluationError(f"validation data {val_path} does not exist")
+    base_model = _abs(run_dir, (job.get("model") or {}).get("path"), "model.path")
+    checkpoint_format(ckpt)  # refuse a folder that is no checkpoint before loading torch
+    hp = _hp(job.get("hp") or {})
+    # torch and transformers only now: a refused request answers fast
+    from training.local.common import seed_everything, set_threads
+    from training.local.data import check_prompt_lengths, read_jsonl
+    from training.local.validation import (
+        greedy_responses, needs_base_references, reference_texts, validate_generation,
+    )
+    from training.models import load_model_and_tokenizer, resolve_device
+
+    limit = max_rows or hp.val_max_rows
+    seed_everything(hp.seed)
+    dev = str(resolve_device(device or hp.device))
+    dtype = hp.dtype if dev != "cpu" else "float32"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="eval-", dir=out.parent))
+    try:
+        model, tok = load_checkpoint_model(ckpt, base_model, dev, dtype, work)
+        set_threads(model)
+        rows = read_jsonl(val_path)[:limit] if limit else read_jsonl(val_path)
+        prompts = check_prompt_lengths(rows, tok, hp.max_prompt_length, val_path.name)
+        base_responses = None
+        if needs_base_references(rows):  # no dataset reference: the base model's own reply is the reference
+            base, _ = load_model_and_tokenizer(base_model, dev, dtype)
+            base_responses = greedy_responses(base.eval(), tok, prompts, hp.max_response_length)
+            del base
+        references = reference_texts(rows, base_responses)
+        with RewardScorer(job["reward"], run_dir, sandbox=job.get("sandbox") or {}, device=dev) as scorer:
+            metrics = validate_generation(model=model, tok=tok, rows=rows, prompts=prompts, scorer=scorer,
+                                          references=references, step=step, max_new_tokens=hp.max_response_length,
+                                          run_dir=out.parent, tie_tolerance=hp.tie_tolerance)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    samples_path = out.parent / "samples" / "val" / f"{step}.jsonl"
+    samples = [json.loads(line) for line in samples_path.read_text().splitlines() if line.strip()]
+    summary = winrate.summarize(s.get("win") for s in samples)
+    scores = [s["score"] for s in samples if isinstance(s.get("score"), (int, float))]
+    result = {
+        "step": step, "checkpoint": str(ckpt), "win_rate": summary.rate, "lo": summary.lo, "hi": summary.hi,
+        "n": summary.n, "rows": len(rows), "mean_reward": sum(scores) / len(scores) if scores else None,
+        "reference": "dataset" if base_responses is None else "base model",
+        "errors": sum(1 for s in samples if s.get("error")), "metrics": metrics, "samples_path": str(samples_path),
+    }
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=1))
+    tmp.replace(out)
+    return result
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description="Validation win rate of one checkpoint against the references.")
+    ap.add_argument("--run-dir", required=True, help="the run directory (job.json, data/val.jsonl, reward/)")
+    ap.add_argument("--checkpoint", required=True, help="a global_step_N folder (of this run or a parent run)")
+    ap.add_argument("--out", required=True, help="where to write the result JSON")
+    ap.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N validation rows")
+    ap.add_argument("--device", default=None, help="auto | cpu | cuda (default: the job's hp.device)")
+    args = ap.parse_args(argv)
+    try:
+        result = evaluate(args.run_dir, args.checkpoint, args.out, max_rows=args.max_rows, device=args.device)
+    except (EvaluationError, JobError, RewardConfigError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    rate = "n/a" if result["win_rate"] is None else f"{result['win_rate']:.3f} [{result['lo']:.3f}, {result['hi']:.3f}]"
+    print(f"step {result['step']}: win rate {rate} on {result['n']} prompts ({result['reference']} references)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

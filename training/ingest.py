@@ -1,0 +1,294 @@
+"""Read what a training process left in its run directory: metrics, checkpoints, samples.
+
+Shared by both backends and called by the web app; pure Python, no Django, no torch.
+
+Metrics come from VERL's file logger (`verl/utils/tracking.py` FileLogger): one
+`{"step": N, "data": {...}}` object per line, written with orjson (NaN/inf become null),
+file opened with "wb" (a restart truncates it), so every attempt writes its own file.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+Metrics = dict[str, float | None]
+_STEP_DIR = re.compile(r"global_step_(\d+)")
+# VERL's console logger (verl/utils/logger/aggregate_logger.py): "step:N - key:value - ...",
+# possibly behind a Ray prefix such as "(TaskRunner pid=123) ".
+_CONSOLE = re.compile(r"(?:^|\s|\))step:(\d+)((?: - [^\n]*)?)\s*$")
+_NP_SCALAR = re.compile(r"^np\.\w+\((.*)\)$")
+
+
+def _number(value: Any) -> float | None:
+    """A metric value as float; null, NaN, inf and non-numbers become None."""
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    return None
+
+
+def parse_metrics_line(line: str | bytes) -> tuple[int, Metrics] | None:
+    """Parse one file-logger line; None for a blank, torn or foreign line."""
+    try:
+        obj = json.loads(line)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), dict):
+        return None
+    step = obj.get("step")
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or step != int(step) or step < 0:
+        return None
+    return int(step), {str(k): _number(v) for k, v in obj["data"].items()}
+
+
+def merge_into(acc: dict[int, Metrics], step: int, data: Metrics) -> None:
+    """Merge one record: keys logged later replace earlier ones for the same step."""
+    acc.setdefault(step, {}).update(data)
+
+
+def read_metrics_file(path: str | Path) -> dict[int, Metrics]:
+    """Read one metrics.jsonl, skipping torn or malformed lines."""
+    out: dict[int, Metrics] = {}
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        return out
+    for line in raw.splitlines():
+        rec = parse_metrics_line(line)
+        if rec is not None:
+            merge_into(out, *rec)
+    return out
+
+
+def attempt_dirs(run_dir: str | Path) -> list[Path]:
+    """`attempts/<K>` folders in launch order (numeric K)."""
+    root = Path(run_dir) / "attempts"
+    if not root.is_dir():
+        return []
+    return sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+
+
+def read_metrics(run_dir: str | Path, console_fallback: bool = True) -> dict[int, Metrics]:
+    """Merge every attempt's metrics by step; a later attempt wins for the keys it logged.
+
+    An attempt without a usable metrics.jsonl (file logger never started, or a foreign
+    trainer) falls back to the `step:N - key:value` lines in its log.txt.
+    """
+    merged: dict[int, Metrics] = {}
+    for adir in attempt_dirs(run_dir):
+        per_attempt = read_metrics_file(adir / "metrics.jsonl")
+        if not per_attempt and console_fallback:
+            per_attempt = read_console_metrics(adir / "log.txt")
+        for step in sorted(per_attempt):
+            merge_into(merged, step, per_attempt[step])
+    return dict(sorted(merged.items()))
+
+
+class MetricsTail:
+    """Incremental reader of one metrics.jsonl: `read_new()` returns records added since last call.
+
+    Keeps a byte offset and holds back an unterminated last line until it is complete. If the
+    file shrank, or its first line changed (truncated by a restart and rewritten past our
+    offset), reading starts again from byte 0.
+    """
+
+    HEAD_BYTES = 256
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.offset = 0
+        self._head = b""
+        self._ino: int | None = None
+
+    def _restarted(self, size: int, ino: int, head: bytes) -> bool:
+        if self._ino is not None and ino != self._ino:
+            return True
+        return size < self.offset or (self._head != b"" and not head.startswith(self._head[: len(head)]))
+
+    def read_new(self) -> list[tuple[int, Metrics]]:
+        try:
+            with self.path.open("rb") as fh:
+                st = os.fstat(fh.fileno())
+                head = fh.read(self.HEAD_BYTES)
+                if self._restarted(st.st_size, st.st_ino, head):
+                    self.offset = 0
+                self._ino = st.st_ino
+                self._head = head
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return []
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        records = []
+        for line in chunk[: end + 1].splitlines():
+            rec = parse_metrics_line(line)
+            if rec is not None:
+                records.append(rec)
+        return records
+
+
+def _console_value(text: str) -> float | None:
+    text = text.strip()
+    m = _NP_SCALAR.match(text)  # numpy 2 reprs: np.float64(0.5)
+    if m:
+        text = m.group(1)
+    try:
+        return _number(float(text))
+    except ValueError:
+        return None
+
+
+def parse_console_line(line: str) -> tuple[int, Metrics] | None:
+    """Parse VERL's console logger line `step:N - key:value - ...`; None for other lines."""
+    m = _CONSOLE.search(line.rstrip("\r\n"))
+    if not m:
+        return None
+    data: Metrics = {}
+    for part in m.group(2).split(" - ")[1:]:
+        key, sep, value = part.rpartition(":")
+        if sep and key:
+            data[key.strip()] = _console_value(value)
+    return int(m.group(1)), data
+
+
+def read_console_metrics(log_path: str | Path) -> dict[int, Metrics]:
+    """Metrics from a training log's console lines (fallback when no metrics.jsonl exists)."""
+    out: dict[int, Metrics] = {}
+    try:
+        with Path(log_path).open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                rec = parse_console_line(line)
+                if rec is not None and rec[1]:
+                    merge_into(out, *rec)
+    except FileNotFoundError:
+        pass
+    return out
+
+
+# -- checkpoints -----------------------------------------------------------------------------
+
+@dataclass
+class CheckpointInfo:
+    step: int
+    path: Path
+    size_bytes: int
+    has_manifest: bool
+    format: str  # "verl" | "local" | "unknown"
+    complete: bool = True  # weights present and the save finished
+    is_latest: bool = False  # named by latest_checkpointed_iteration.txt
+    lora: bool | None = None
+    manifest: dict[str, Any] | None = field(default=None, repr=False)
+
+
+def _dir_size(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass  # deleted while we walked (checkpoint cleanup)
+    return total
+
+
+def latest_checkpointed_step(ckpt_root: str | Path) -> int | None:
+    """The step in `latest_checkpointed_iteration.txt`, or None when absent or unreadable."""
+    try:
+        text = (Path(ckpt_root) / "latest_checkpointed_iteration.txt").read_text().strip()
+        return int(text)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _read_manifest(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((path / "manifest.json").read_text())
+        return data if isinstance(data, dict) else None
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def describe_checkpoint(path: Path, latest: int | None = None) -> CheckpointInfo | None:
+    """Describe one `global_step_N` folder (VERL or local layout)."""
+    m = _STEP_DIR.fullmatch(path.name)
+    if not m or not path.is_dir():
+        return None
+    step = int(m.group(1))
+    manifest = _read_manifest(path)
+    actor = path / "actor"
+    if actor.is_dir() or (manifest or {}).get("format") == "verl":
+        fmt = "verl"
+        # VERL writes the tracker file after the save; max_actor_ckpt_to_keep deletes actor/ only.
+        complete = any(actor.glob("model_world_size_*_rank_*.pt")) and (latest is None or step <= latest)
+        lora = (actor / "lora_train_meta.json").exists() or None
+    elif manifest is not None or (path / "model").is_dir():
+        fmt = "local"
+        complete = manifest is not None  # the local trainer writes its manifest last
+        lora = (path / "model" / "adapter_config.json").exists()
+    else:
+        fmt, complete, lora = "unknown", False, None
+    if manifest is not None and isinstance(manifest.get("lora"), bool):
+        lora = manifest["lora"]
+    return CheckpointInfo(step=step, path=path, size_bytes=_dir_size(path), has_manifest=manifest is not None,
+                          format=fmt, complete=complete, is_latest=(latest == step), lora=lora, manifest=manifest)
+
+
+def discover_checkpoints(run_dir: str | Path) -> list[CheckpointInfo]:
+    """Every `checkpoints/global_step_N` of the run, sorted by step (incomplete ones flagged)."""
+    root = Path(run_dir) / "checkpoints"
+    if not root.is_dir():
+        return []
+    latest = latest_checkpointed_step(root)
+    infos = [describe_checkpoint(p, latest) for p in root.iterdir()]
+    return sorted((i for i in infos if i is not None), key=lambda i: i.step)
+
+
+# -- samples ---------------------------------------------------------------------------------
+
+def sample_steps(run_dir: str | Path, kind: str = "val") -> list[int]:
+    """Steps that have a `samples/<kind>/<step>.jsonl` dump, ascending."""
+    if kind not in ("val", "rollout"):
+        raise ValueError(f"kind must be 'val' or 'rollout', not {kind!r}")
+    root = Path(run_dir) / "samples" / kind
+    if not root.is_dir():
+        return []
+    return sorted(int(p.stem) for p in root.glob("*.jsonl") if p.stem.isdigit())
+
+
+def read_samples(run_dir: str | Path, kind: str = "val", step: int | None = None) -> list[dict[str, Any]]:
+    """Rows of one sample dump (VERL `_write_generations` format); `step=None` = the latest.
+
+    Rows are `{"input", "output", "gts", "score", "step", <reward extra keys>...}`; VERL
+    writes NaN extras as bare NaN, which Python's json accepts. A torn last line is skipped.
+    """
+    steps = sample_steps(run_dir, kind)
+    if step is None:
+        if not steps:
+            return []
+        step = steps[-1]
+    path = Path(run_dir) / "samples" / kind / f"{int(step)}.jsonl"
+    rows: list[dict[str, Any]] = []
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(row, dict):
+                    rows.append(row)
+    except FileNotFoundError:
+        return []
+    return rows

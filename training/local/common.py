@@ -1,0 +1,177 @@
+"""Pieces every local trainer shares: seeding, RNG state, metrics file, rollouts, log-probs."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def clean_number(value: Any) -> float | None:
+    """A JSON-safe number: tensors become floats, NaN and inf become None (null)."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        value = value.detach().float().item()
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+class MetricsLogger:
+    """VERL file-logger format: one `{"step": N, "data": {...}}` line per call.
+
+    It appends rather than truncates: the web app merges attempts by step anyway.
+    """
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path else None
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def log(self, data: dict[str, Any], step: int) -> None:
+        line = json.dumps({"step": int(step), "data": {k: clean_number(v) for k, v in sorted(data.items())}})
+        if self.path:
+            with open(self.path, "a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+        print(line, flush=True)
+
+
+class Timer:
+    """Collects `timing_s/<name>` durations."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, float] = {}
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.times[f"timing_s/{name}"] = self.times.get(f"timing_s/{name}", 0.0) + time.perf_counter() - t0
+
+
+def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Positions that skip left padding, as HF generate and VERL compute them."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def eos_ids(model, tok) -> set[int]:
+    ids = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    out = set(ids if isinstance(ids, list) else [ids] if ids is not None else [])
+    if tok.eos_token_id is not None:
+        out.add(tok.eos_token_id)
+    return out
+
+
+def encode_prompts(tok, texts: list[str], device: torch.device) -> dict[str, torch.Tensor]:
+    """Left-padded prompt ids; no special tokens added (chat templates carry their own, as in VERL)."""
+    enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+    return {"input_ids": enc.input_ids.to(device), "attention_mask": enc.attention_mask.to(device)}
+
+
+@dataclass
+class Rollout:
+    input_ids: torch.Tensor  # (N, P+R) left-padded prompt, then response
+    attention_mask: torch.Tensor  # (N, P+R)
+    response_mask: torch.Tensor  # (N, R) float, 1 up to and including the first EOS
+    prompt_len: int
+    texts: list[str]  # decoded responses, special tokens dropped
+
+    @property
+    def response_len(self) -> int:
+        return self.input_ids.shape[1] - self.prompt_len
+
+
+def response_mask_from(resp: torch.Tensor, eos: set[int]) -> torch.Tensor:
+    """1 for every token up to and including the first EOS, 0 after it."""
+    is_eos = torch.zeros_like(resp, dtype=torch.bool)
+    for e in eos:
+        is_eos |= resp == e
+    after = (is_eos.long().cumsum(1) - is_eos.long()) > 0
+    return (~after).float()
+
+
+@torch.no_grad()
+def rollout(model, tok, prompts: list[str], n: int, max_new_tokens: int, *, greedy: bool = False,
+            temperature: float = 1.0, device: torch.device | None = None) -> Rollout:
+    """Generate `n` responses per prompt (grouped: prompt i owns rows i*n .. i*n+n-1)."""
+    device = device or next(model.parameters()).device
+    enc = encode_prompts(tok, prompts, device)
+    was_training = model.training
+    model.eval()
+    kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tok.pad_token_id,
+                              "eos_token_id": sorted(eos_ids(model, tok)), "num_return_sequences": n}
+    if greedy:
+        kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+    else:  # plain sampling, as VERL's rollout engines do by default (no top-k/top-p)
+        kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+    out = model.generate(**enc, **kwargs)
+    model.train(was_training)
+    plen = enc["input_ids"].shape[1]
+    resp = out[:, plen:]
+    mask = response_mask_from(resp, eos_ids(model, tok))
+    resp_clean = resp.masked_fill(mask == 0, tok.pad_token_id)
+    texts = tok.batch_decode(resp_clean, skip_special_tokens=True)
+    attn = torch.cat([enc["attention_mask"].repeat_interleave(n, 0), mask.long()], dim=1)
+    return Rollout(out, attn, mask, plen, texts)
+
+
+def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, resp_len: int,
+                   temperature: float = 1.0, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs (and entropies) of the last `resp_len` tokens, logits divided by temperature as in VERL."""
+    logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                   position_ids=position_ids(attention_mask)).logits
+    logits = logits[:, -resp_len - 1:-1, :].float() / temperature
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, input_ids[:, -resp_len:].unsqueeze(-1)).squeeze(-1)
+    ent = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    return logp, ent
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> float:
+    denom = float(mask.sum())
+    return float((x * mask).sum()) / denom if denom else float("nan")
+
+
+def set_threads(model: torch.nn.Module | None = None, small: int = 5_000_000) -> None:
+    """Pick the CPU thread count: RLHF_TORCH_THREADS / OMP_NUM_THREADS when set, else 1 for tiny models.
+
+    Tiny models spend their time in thread hand-offs: on 2 busy shared cores one thread was
+    4-30x faster per step than two.
+    """
+    n = os.environ.get("RLHF_TORCH_THREADS") or os.environ.get("OMP_NUM_THREADS")
+    if n and n.isdigit() and int(n) > 0:
+        torch.set_num_threads(int(n))
+    elif model is not None and sum(p.numel() for p in model.parameters()) < small:
+        torch.set_num_threads(1)

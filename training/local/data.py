@@ -1,0 +1,105 @@
+"""Data rows -> text, and a resumable epoch sampler."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from training.local.config import JobError
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Read a JSONL file; a malformed line is reported with its number."""
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for i, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise JobError(f"{path.name} line {i} is not valid JSON: {exc}") from None
+            if not isinstance(row, dict):
+                raise JobError(f"{path.name} line {i} is not a JSON object")
+            rows.append(row)
+    if not rows:
+        raise JobError(f"{path} has no rows")
+    return rows
+
+
+def render_prompt(prompt: Any, tokenizer=None) -> str:
+    """A prompt string, or a chat list rendered by the tokenizer's template (plain roles if none)."""
+    if prompt is None:
+        return ""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+            return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        return "".join(f"{m.get('role', 'user')}: {m.get('content', '')}\n" for m in prompt) + "assistant: "
+    raise JobError(f"prompt must be a string or a list of messages, got {type(prompt).__name__}")
+
+
+def render_response(response: Any) -> str:
+    """A response string, or the assistant turns of a message list joined."""
+    if isinstance(response, str):
+        return response
+    if isinstance(response, list):
+        turns = [m.get("content", "") for m in response if m.get("role", "assistant") == "assistant"]
+        return "".join(turns)
+    raise JobError(f"response must be a string or a list of messages, got {type(response).__name__}")
+
+
+def check_prompt_lengths(rows: list[dict], tokenizer, max_len: int, file: str) -> list[str]:
+    """Render every prompt and refuse any longer than `max_len` tokens."""
+    texts = []
+    for i, row in enumerate(rows, 1):
+        text = render_prompt(row.get("prompt"), tokenizer)
+        n = len(tokenizer(text, add_special_tokens=False).input_ids)
+        if n > max_len:
+            raise JobError(f"{file} row {i}: prompt is {n} tokens, longer than hp.max_prompt_length={max_len}")
+        texts.append(text)
+    return texts
+
+
+class EpochSampler:
+    """Yields batches of row indices; each epoch is a seeded permutation, the cursor resumable.
+
+    The last incomplete batch of an epoch is dropped (as VERL's train dataloader does).
+    """
+
+    def __init__(self, n_rows: int, batch_size: int, seed: int) -> None:
+        if batch_size > n_rows:
+            raise JobError(f"hp.batch_size={batch_size} is larger than the {n_rows} training rows")
+        self.n, self.batch_size, self.seed = n_rows, batch_size, seed
+        self.epoch, self.pos = 0, 0
+        self._order: list[int] | None = None
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return self.n // self.batch_size
+
+    def _perm(self) -> list[int]:
+        if self._order is None:
+            g = torch.Generator().manual_seed(self.seed * 100_003 + self.epoch)
+            self._order = torch.randperm(self.n, generator=g).tolist()
+        return self._order
+
+    def next_batch(self) -> list[int]:
+        if self.pos + self.batch_size > self.n:
+            self.epoch, self.pos, self._order = self.epoch + 1, 0, None
+        batch = self._perm()[self.pos:self.pos + self.batch_size]
+        self.pos += self.batch_size
+        return batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"n": self.n, "batch_size": self.batch_size, "seed": self.seed, "epoch": self.epoch, "pos": self.pos}
+
+    def load_state_dict(self, state: dict[str, int]) -> bool:
+        """Restore the cursor; returns False (and starts over) when the data or batch changed."""
+        if (state.get("n"), state.get("batch_size"), state.get("seed")) != (self.n, self.batch_size, self.seed):
+            return False
+        self.epoch, self.pos, self._order = int(state["epoch"]), int(state["pos"]), None
+        return True

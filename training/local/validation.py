@@ -1,0 +1,93 @@
+"""Generation validation: greedy policy responses scored by the job's RewardScorer, per-source
+mean reward and win rate against a reference (the row's `reference`, else the base model's reply).
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+from training import winrate
+from training.local.common import rollout
+from training.reward_client import RewardRequest, RewardScorer
+
+
+def greedy_responses(model, tok, prompts: list[str], max_new_tokens: int, chunk: int = 64,
+                     autocast: Callable | None = None) -> list[str]:
+    out: list[str] = []
+    for i in range(0, len(prompts), chunk):
+        with autocast() if autocast else nullcontext():
+            out.extend(rollout(model, tok, prompts[i:i + chunk], 1, max_new_tokens, greedy=True).texts)
+    return out
+
+
+def requests_for(rows: list[dict], prompts: list[str], responses: list[str]) -> list[RewardRequest]:
+    return [RewardRequest(prompt=p, response=r, ground_truth=row.get("ground_truth"),
+                          data_source=str(row.get("data_source") or "default"), extra_info=row.get("extra_info") or {})
+            for row, p, r in zip(rows, prompts, responses, strict=True)]
+
+
+def reference_texts(rows: list[dict], base_responses: list[str] | None) -> list[str | None]:
+    """The row's own reference when it has one, else the base model's greedy response."""
+    refs: list[str | None] = []
+    for i, row in enumerate(rows):
+        ref = row.get("reference")
+        if ref is None and "chosen" in row and isinstance(row["chosen"], str):
+            ref = row["chosen"]
+        refs.append(ref if ref is not None else (base_responses[i] if base_responses else None))
+    return refs
+
+
+def needs_base_references(rows: list[dict]) -> bool:
+    return any(r.get("reference") is None and not isinstance(r.get("chosen"), str) for r in rows)
+
+
+def validate_generation(*, model, tok, rows: list[dict], prompts: list[str], scorer: RewardScorer,
+                        references: list[str | None], step: int, max_new_tokens: int, run_dir: Path,
+                        tie_tolerance: float = 1e-6, autocast: Callable | None = None) -> dict[str, float]:
+    """Return the val metrics for `step` and write samples/val/<step>.jsonl."""
+    responses = greedy_responses(model, tok, prompts, max_new_tokens, autocast=autocast)
+    results = scorer.score(requests_for(rows, prompts, responses))
+    ref_idx = [i for i, r in enumerate(references) if r is not None]
+    ref_results: dict[int, Any] = {}
+    if ref_idx:
+        scored = scorer.score(requests_for([rows[i] for i in ref_idx], [prompts[i] for i in ref_idx],
+                                           [references[i] for i in ref_idx]))  # type: ignore[misc]
+        ref_results = dict(zip(ref_idx, scored, strict=True))
+    by_source: dict[str, dict[str, list]] = defaultdict(lambda: {"score": [], "ref": [], "win": []})
+    samples = []
+    for i, (row, res) in enumerate(zip(rows, results, strict=True)):
+        ds = str(row.get("data_source") or "default")
+        ref_res = ref_results.get(i)
+        win = winrate.outcome(res.score, ref_res.score if ref_res else None, tie_tolerance)
+        by_source[ds]["score"].append(res.score)
+        by_source[ds]["win"].append(win)
+        if ref_res is not None:
+            by_source[ds]["ref"].append(ref_res.score)
+        samples.append({"input": prompts[i], "output": responses[i], "gts": row.get("ground_truth"),
+                        "score": res.score, "step": step, "reference": references[i],
+                        "reference_score": ref_res.score if ref_res else None, "win": win,
+                        "data_source": ds, "error": res.error})
+    metrics: dict[str, float] = {}
+    for ds, vals in by_source.items():
+        metrics[f"val-core/{ds}/reward/mean@1"] = sum(vals["score"]) / len(vals["score"])
+        if vals["ref"]:
+            metrics[f"val-aux/{ds}/reference_reward/mean@1"] = sum(vals["ref"]) / len(vals["ref"])
+        summary = winrate.summarize(vals["win"])
+        if summary.n:
+            metrics[f"val-core/{ds}/win_rate"] = summary.rate  # type: ignore[assignment]
+            metrics[f"val-core/{ds}/win_rate_lo"] = summary.lo  # type: ignore[assignment]
+            metrics[f"val-core/{ds}/win_rate_hi"] = summary.hi  # type: ignore[assignment]
+        metrics[f"val-core/{ds}/win_rate_n"] = summary.n
+    write_samples(run_dir / "samples" / "val" / f"{step}.jsonl", samples)
+    return metrics
+
+
+def write_samples(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
+    tmp.replace(path)

@@ -1,0 +1,26 @@
+"""The reward-function sandbox: untrusted `compute_score` code runs only in a sandboxed child process.
+
+    from training.sandbox import RewardSandbox, SandboxLimits, check_source, isolation_info
+
+    with RewardSandbox(source, name="compute_score", limits=SandboxLimits(), hidden_paths=[...]) as sb:
+        results = sb.score_batch(items)   # list[ScoreResult]; items: data_source, solution_str, ...
+
+Pure Python; never imports Django.
+"""
+from __future__ import annotations
+
+from training.sandbox.check import Problem, check_source
+from training.sandbox.isolation import isolation_info
+from training.sandbox.runner import RewardSandbox
+from training.sandbox.types import RewardLoadError, SandboxError, SandboxLimits, ScoreResult
+
+__all__ = [
+    "Problem",
+    "RewardLoadError",
+    "RewardSandbox",
+    "SandboxError",
+    "SandboxLimits",
+    "ScoreResult",
+    "check_source",
+    "isolation_info",
+]

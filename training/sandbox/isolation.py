@@ -1,0 +1,305 @@
+"""How the sandbox process is started: bubblewrap when it works here, rlimits otherwise.
+
+bubblewrap mode: no network (own network/IPC/UTS/PID namespaces), read-only root, a private size-capped
+tmpfs /tmp as the only writable place, $HOME, /run, the app's project dir and the caller's hidden paths
+masked by empty read-only tmpfs, the interpreter's prefix and the venv re-bound read-only, a cleaned
+environment, uid 65534 without capabilities, --die-with-parent, --new-session.
+
+Why two variants of bwrap: run by root, `bwrap --unshare-user --uid 65534` maps 65534 to the real
+uid 0, and the kernel never enforces RLIMIT_NPROC for uid 0, so a fork bomb is not contained (checked
+here: 200 forks of 200 under RLIMIT_NPROC=20). So as root we use no user namespace; the harness keeps
+only CAP_SETUID/CAP_SETGID and drops to the real uid 65534 after the mounts are set up and before any
+user code runs (then 19 forks of 20). Unprivileged callers (CI) get a user namespace, where the
+kernel counts processes per namespace and RLIMIT_NPROC holds.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from training.sandbox.types import SandboxLimits
+
+SANDBOX_UID = 65534
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Masked in every sandbox (when they exist): homes, sockets (/run holds Redis/Postgres unix sockets,
+# which a network namespace does not cut), logs, and this project's checkout (settings, .env, db).
+DEFAULT_HIDDEN = ("/root", "/home", "/run", "/var/run", "/var/tmp", "/var/log", "/var/mail", "/srv", "/mnt",
+                  "/media", str(REPO_ROOT))
+CLEAN_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "LC_ALL": "C.UTF-8",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "USER": "nobody",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+    # fewer threads: each one counts against max_procs
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "OPENBLAS_NUM_THREADS": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+MODES = ("bubblewrap", "rlimits")
+
+
+@dataclass
+class Launch:
+    """Everything needed to start one sandbox process."""
+
+    mode: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+    drop_uid: int | None  # the harness setuid()s to this before loading user code
+    private_tmp: str | None  # chmod 1777 by the harness before dropping root
+    pidns: bool
+    details: list[str] = field(default_factory=list)
+    nproc_uid: int | None = None  # RLIMIT_NPROC counts this uid's tasks host-wide: add those that exist
+
+    def nproc_base(self) -> int:
+        """Tasks (threads included) the sandbox's uid already has; max_procs comes on top of them."""
+        return 0 if self.nproc_uid is None else count_tasks(self.nproc_uid)
+
+
+def count_tasks(uid: int) -> int:
+    """Threads of all processes whose real uid is `uid` (what RLIMIT_NPROC counts)."""
+    total = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", "rb") as f:
+                status = f.read()
+        except OSError:
+            continue
+        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+        if int(fields.get(b"Uid", b"-1").split()[0]) == uid:
+            total += int(fields.get(b"Threads", b"1").strip() or 1)
+    return total
+
+
+def harness_source() -> str:
+    return (Path(__file__).parent / "_child.py").read_text()
+
+
+def python_argv() -> list[str]:
+    # -s: no user site; -P: no script dir on sys.path. Not -I: it would drop PYTHONHASHSEED.
+    return [sys.executable, "-s", "-P", "-c", harness_source()]
+
+
+def _real(path: str | os.PathLike[str]) -> str:
+    return os.path.realpath(os.fspath(path))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def visible_paths(hidden: list[str]) -> list[str]:
+    """The interpreter's prefix, the venv and other import roots, which must stay readable."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                str(Path(_real(sys.executable)).parent.parent)}
+    out = {_real(p) for p in prefixes} | {os.path.abspath(p) for p in prefixes}
+    cwd = _real(os.getcwd())
+    for entry in sys.path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        real = _real(entry)
+        if any(_inside(real, p) for p in out):
+            continue
+        # editable installs and the like, but never the app itself or anything hidden
+        if real == cwd or _inside(real, str(REPO_ROOT)) or any(_inside(real, h) for h in hidden):
+            continue
+        out.add(real)
+    return sorted(p for p in out if os.path.exists(p) and p != "/")
+
+
+def hidden_paths(extra: list[str | os.PathLike[str]] | tuple = ()) -> list[str]:
+    paths = list(DEFAULT_HIDDEN)
+    home = os.environ.get("HOME")
+    if home and _real(home) != "/":
+        paths.append(home)
+    paths += [os.fspath(p) for p in extra]
+    out: list[str] = []
+    for p in paths:
+        real = _real(p)
+        if real != "/" and real not in out and (os.path.lexists(p) or os.path.exists(real)):
+            out.append(real)
+    return out
+
+
+def _empty_file() -> str:
+    """An empty read-only file to bind over hidden files (bwrap binds are nodev: /dev/null would fail)."""
+    path = os.path.join(tempfile.gettempdir(), f"reward-sandbox-empty-{os.getuid()}")
+    try:
+        st = os.lstat(path)
+        if st.st_size == 0 and st.st_uid == os.getuid() and os.path.isfile(path) and not os.path.islink(path):
+            return path
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+    os.close(fd)
+    return path
+
+
+def _bwrap_argv(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list[str]:
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+            "--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
+    visible = visible_paths(hidden)
+    masked_dirs: list[str] = []
+
+    def mask(path: str) -> None:
+        if os.path.isdir(path):
+            argv.extend(["--size", "65536", "--tmpfs", path])
+            masked_dirs.append(path)
+        elif os.path.exists(path):
+            argv.extend(["--ro-bind", _empty_file(), path])
+
+    for h in hidden:
+        if not any(_inside(h, v) for v in visible):
+            mask(h)
+    for v in visible:
+        outer = [h for h in hidden if _inside(v, h) and h != v]
+        if outer:
+            # bwrap would create the missing parents with mode 0700, which uid 65534 cannot traverse
+            top = max(outer, key=len)
+            for parent in reversed(Path(v).parents):
+                if _inside(str(parent), top) and str(parent) != top:
+                    argv.extend(["--perms", "0755", "--dir", str(parent)])
+            argv.extend(["--ro-bind", v, v])
+    for h in hidden:  # a hidden path inside a re-bound one (e.g. a secrets dir inside the venv)
+        if any(_inside(h, v) and h != v for v in visible):
+            mask(h)
+    for d in masked_dirs:
+        argv.extend(["--remount-ro", d])
+    argv += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+             "--die-with-parent", "--new-session", "--chdir", "/tmp"]
+    if as_root:
+        argv += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+    else:
+        argv += ["--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+                 "--cap-drop", "ALL"]
+    return argv + ["--"]
+
+
+def _bwrap_details(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list[str]:
+    return [
+        "bubblewrap: own network, IPC, UTS and PID namespaces (no network at all)",
+        "read-only root filesystem; private /tmp (tmpfs, "
+        f"{limits.tmp_mb} MB) is the only writable place",
+        "hidden (empty read-only tmpfs): " + ", ".join(hidden),
+        "the interpreter and the venv's site-packages are visible read-only",
+        f"runs as uid {SANDBOX_UID} with no capabilities and no_new_privs"
+        + (" (root drops privileges inside the sandbox, after the mounts)" if as_root else
+           " (user namespace; nested user namespaces disabled)"),
+        "cleaned environment: " + ", ".join(sorted(CLEAN_ENV)),
+        _limits_line(limits, nproc_enforced=True) + (f" (on top of the tasks uid {SANDBOX_UID} already has)"
+                                                     if as_root else " (counted in its own user namespace)"),
+        "killed with its parent (--die-with-parent); its own session and process group",
+    ]
+
+
+def _limits_line(limits: SandboxLimits, nproc_enforced: bool) -> str:
+    nproc = f"{limits.max_procs} processes/threads" + ("" if nproc_enforced else " (NOT enforced: runs as root)")
+    return (f"rlimits: memory {limits.memory_mb} MB (RLIMIT_AS), CPU {limits.batch_time_limit_s:g} s per batch, "
+            f"files {limits.max_file_mb} MB, {nproc}; {limits.time_limit_s:g} s per call")
+
+
+@functools.lru_cache(maxsize=4)
+def _probe_bwrap(as_root: bool) -> str | None:
+    """Return None when our bwrap recipe runs the interpreter here, else why it does not."""
+    if shutil.which("bwrap") is None:
+        return "bwrap is not installed"
+    limits = SandboxLimits()
+    argv = _bwrap_argv(limits, hidden_paths(), as_root) + [sys.executable, "-s", "-P", "-c", "import os"]
+    try:
+        res = subprocess.run(argv, env=dict(CLEAN_ENV), capture_output=True, timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed to start: {exc}"
+    if res.returncode != 0:
+        return "bwrap does not work here: " + res.stderr.decode(errors="replace").strip()[:300]
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _unshare_net_prefix() -> tuple[str, ...]:
+    """`unshare -n` (root) or `unshare -r -n` (user namespace), whichever works here, else nothing."""
+    if shutil.which("unshare") is None:
+        return ()
+    for prefix in (("unshare", "-n", "--"), ("unshare", "-r", "-n", "--")):
+        try:
+            res = subprocess.run([*prefix, "true"], capture_output=True, timeout=10, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if res.returncode == 0:
+            return prefix
+    return ()
+
+
+def _others_can_reach(path: str) -> bool:
+    """True when every directory above `path` is searchable by 'other' (so uid 65534 can import from it)."""
+    p = Path(path)
+    for d in [p, *p.parents]:
+        try:
+            if not os.stat(d).st_mode & 0o001:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def plan(limits: SandboxLimits, extra_hidden: list | tuple = (), mode: str = "auto",
+         private_dir: str | None = None) -> Launch:
+    """Decide how to start a sandbox process; `mode` is "auto", "bubblewrap" or "rlimits"."""
+    if mode not in ("auto", *MODES):
+        raise ValueError(f"isolation must be 'auto', 'bubblewrap' or 'rlimits', not {mode!r}")
+    as_root = os.geteuid() == 0
+    hidden = hidden_paths(list(extra_hidden))
+    why_not = None
+    if mode in ("auto", "bubblewrap"):
+        why_not = _probe_bwrap(as_root)
+        if why_not is None:
+            # a user namespace counts its own processes; the real uid 65534 (as root) counts host-wide
+            return Launch("bubblewrap", _bwrap_argv(limits, hidden, as_root) + python_argv(), dict(CLEAN_ENV),
+                          None, SANDBOX_UID if as_root else None, "/tmp" if as_root else None, True,
+                          _bwrap_details(limits, hidden, as_root), SANDBOX_UID if as_root else None)
+        if mode == "bubblewrap":
+            raise RuntimeError(f"isolation='bubblewrap' was requested but {why_not}")
+    prefix = _unshare_net_prefix()
+    drop = as_root and all(_others_can_reach(p) for p in visible_paths(hidden))
+    env = dict(CLEAN_ENV)
+    if private_dir:
+        env["HOME"] = env["TMPDIR"] = private_dir
+    details = [
+        "rlimits fallback" + (f" ({why_not})" if why_not else "") + ": no filesystem isolation; "
+        "hidden paths are NOT masked and the whole filesystem is readable with the sandbox's uid",
+        "no network (unshare -n)" if prefix else "network NOT isolated (unshare -n does not work here)",
+        f"runs as uid {SANDBOX_UID}" if drop else ("runs as ROOT (the interpreter is not reachable by "
+                                                    f"uid {SANDBOX_UID})" if as_root else "runs as the caller's uid"),
+        "cleaned environment: " + ", ".join(sorted(CLEAN_ENV)),
+        _limits_line(limits, nproc_enforced=not as_root or drop),
+        "killed with its parent (PR_SET_PDEATHSIG); its own session and process group",
+    ]
+    nproc_uid = SANDBOX_UID if drop else (None if as_root else os.getuid())
+    return Launch("rlimits", [*prefix, *python_argv()], env, private_dir, SANDBOX_UID if drop else None,
+                  private_dir if drop else None, False, details, nproc_uid)
+
+
+@functools.lru_cache(maxsize=1)
+def _default_launch() -> Launch:
+    return plan(SandboxLimits())
+
+
+def isolation_info() -> dict:
+    """What the sandbox does on this machine, for the UI: {"mode": ..., "details": [...]}."""
+    launch = _default_launch()
+    return {"mode": launch.mode, "details": list(launch.details)}

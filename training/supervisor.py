@@ -1,0 +1,230 @@
+"""Run one training attempt under supervision.
+
+`python -m training.supervisor --attempt-dir DIR` reads DIR/launch.json ({"argv", "env", "cwd"}),
+starts the command in its own process group with output to DIR/log.txt, rewrites DIR/heartbeat
+every 2 s, stops the whole group when DIR/CANCEL appears or the supervisor gets SIGTERM, and
+writes DIR/exit.json last. The child gets PR_SET_PDEATHSIG=SIGKILL, so it dies with a
+SIGKILLed supervisor; the web app then sees a stale heartbeat ("lost").
+
+Stdlib only: this runs next to GPU jobs and must start fast.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HEARTBEAT_EVERY_S = 2.0
+POLL_S = 0.25
+STOP_GRACE_S = 10.0
+PR_SET_PDEATHSIG = 1
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _child_preexec(supervisor_pid: int):
+    def preexec() -> None:
+        os.setsid()  # own session and process group: one killpg stops everything it started
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except OSError:
+            pass  # not Linux: the heartbeat still reveals a dead supervisor
+        if os.getppid() != supervisor_pid:  # the supervisor died before prctl took effect
+            os._exit(1)
+    return preexec
+
+
+def _stop_group(pgid: int, proc: subprocess.Popen, grace_s: float) -> None:
+    """SIGTERM the group, then SIGKILL whatever is left after `grace_s`."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            if proc.poll() is not None and not _group_alive(pgid):
+                return
+            time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def supervise(attempt_dir: str | Path) -> int:
+    """Run the attempt to its end; returns the child's return code."""
+    adir = Path(attempt_dir).resolve()
+    (adir / "supervisor.pid").write_text(str(os.getpid()))
+    with open(adir / "log.txt", "ab", buffering=0) as log:
+        return _supervise(adir, log)
+
+
+def _supervise(adir: Path, log) -> int:
+    started = time.time()
+    stop = {"by": None}
+
+    def on_term(signum, _frame) -> None:
+        stop["by"] = "sigterm"
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    try:
+        launch = json.loads((adir / "launch.json").read_text())
+        argv, cwd = list(launch["argv"]), launch.get("cwd") or str(adir)
+        env = {**os.environ, **{k: str(v) for k, v in (launch.get("env") or {}).items()}}
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.write(f"supervisor: unusable launch.json: {exc}\n".encode())
+        _write_json_atomic(adir / "exit.json", {"returncode": 127, "cancelled": False, "ended_at": time.time(),
+                                                "started_at": started, "error": f"unusable launch.json: {exc}"})
+        return 127
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                preexec_fn=_child_preexec(os.getpid()))
+    except OSError as exc:
+        log.write(f"supervisor: cannot start {argv[:1]}: {exc}\n".encode())
+        _write_json_atomic(adir / "exit.json", {"returncode": 127, "cancelled": False, "ended_at": time.time(),
+                                                "started_at": started, "error": str(exc)})
+        return 127
+    pgid = proc.pid  # setsid made the child its group leader
+    grace = float(launch.get("stop_grace_s", STOP_GRACE_S))
+    last_beat = 0.0
+    while proc.poll() is None:
+        now = time.time()
+        if now - last_beat >= HEARTBEAT_EVERY_S:
+            _write_json_atomic(adir / "heartbeat", {"time": now, "pid": proc.pid})
+            last_beat = now
+        if stop["by"] is None and (adir / "CANCEL").exists():
+            stop["by"] = "cancel"
+        if stop["by"] is not None:
+            if launch.get("cancel_argv"):  # e.g. `ray job stop`: the group alone may not hold the job
+                subprocess.run(launch["cancel_argv"], cwd=cwd, env=env, stdout=log, stderr=log, timeout=60)
+            _stop_group(pgid, proc, grace)
+            break
+        time.sleep(POLL_S)
+    rc = proc.wait()
+    if _group_alive(pgid):  # stragglers the training process left behind
+        _stop_group(pgid, proc, 2.0)
+    _write_json_atomic(adir / "heartbeat", {"time": time.time(), "pid": proc.pid})
+    _write_json_atomic(adir / "exit.json", {"returncode": rc, "cancelled": stop["by"] is not None,
+                                            "stopped_by": stop["by"], "ended_at": time.time(),
+                                            "started_at": started})
+    return rc
+
+
+def spawn_supervisor(attempt_dir: str | Path, python: str | None = None) -> int:
+    """Start a detached supervisor for `attempt_dir` and return its pid at once.
+
+    The supervisor is double-forked (`--daemonize`), so it is re-parented to init and never
+    lingers as a zombie of the calling web/Celery process.
+    """
+    adir = Path(attempt_dir).resolve()
+    if not (adir / "launch.json").exists():
+        raise FileNotFoundError(f"{adir} has no launch.json")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
+    out = subprocess.run([python or sys.executable, "-m", "training.supervisor", "--attempt-dir", str(adir),
+                          "--daemonize"], cwd=str(REPO_ROOT), env=env, stdin=subprocess.DEVNULL,
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0 or not out.stdout.strip().isdigit():
+        raise RuntimeError(f"could not start the supervisor: {out.stderr.strip() or out.stdout.strip()}")
+    return int(out.stdout.strip())
+
+
+def _read_heartbeat(adir: Path) -> float | None:
+    try:
+        return float(json.loads((adir / "heartbeat").read_text())["time"])
+    except (OSError, ValueError, KeyError, TypeError):
+        try:
+            return (adir / "heartbeat").stat().st_mtime
+        except OSError:
+            return None
+
+
+def _pid_alive(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def attempt_state(attempt_dir: str | Path, stale_after_s: float = 30) -> str:
+    """"exited" once exit.json exists, "running" while the heartbeat is fresh, else "lost"."""
+    adir = Path(attempt_dir)
+    if (adir / "exit.json").exists():
+        return "exited"
+    beat = _read_heartbeat(adir)
+    now = time.time()
+    if beat is not None:
+        return "running" if now - beat <= stale_after_s else "lost"
+    # No heartbeat yet: still starting if the supervisor lives or the launch is recent.
+    if _pid_alive(adir / "supervisor.pid"):
+        return "running"
+    try:
+        return "running" if now - (adir / "launch.json").stat().st_mtime <= stale_after_s else "lost"
+    except OSError:
+        return "lost"
+
+
+def cancel(attempt_dir: str | Path) -> None:
+    """Ask the supervisor to stop the attempt (it polls for DIR/CANCEL)."""
+    (Path(attempt_dir) / "CANCEL").write_text(str(time.time()))
+
+
+def kill_lost_group(attempt_dir: str | Path, stale_after_s: float = 30) -> bool:
+    """SIGKILL what is left of a "lost" attempt's process group (e.g. grandchildren of a child
+    that died with its supervisor). The group id is the child pid in the heartbeat."""
+    adir = Path(attempt_dir)
+    if attempt_state(adir, stale_after_s) != "lost":
+        return False
+    try:
+        pgid = int(json.loads((adir / "heartbeat").read_text())["pid"])
+        os.killpg(pgid, signal.SIGKILL)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Supervise one training attempt (see module docstring).")
+    ap.add_argument("--attempt-dir", required=True)
+    ap.add_argument("--daemonize", action="store_true", help="detach, print the supervisor pid and return")
+    args = ap.parse_args(argv)
+    adir = Path(args.attempt_dir)
+    if not adir.is_dir():
+        print(f"error: {adir} is not a directory", file=sys.stderr)
+        return 2
+    if args.daemonize:
+        pid = os.fork()
+        if pid > 0:
+            print(pid, flush=True)
+            os._exit(0)
+        os.setsid()
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
+        out = os.open(adir / "log.txt", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        for fd in (1, 2):  # a supervisor crash lands in the attempt's log
+            os.dup2(out, fd)
+    return supervise(adir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

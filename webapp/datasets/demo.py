@@ -1,0 +1,50 @@
+"""Demo datasets: 'demo-arithmetic' (a+b= prompts with ground truths) and 'demo-preferences'.
+
+They come from training.demo's generators, so the demo reward and model match the data; both go
+through the normal import service. Idempotent: a dataset that already has a ready version is kept.
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+from webapp.datasets.models import Dataset, VersionStatus
+from webapp.datasets.services import dataset_import
+
+ARITHMETIC = "demo-arithmetic"
+PREFERENCES = "demo-preferences"
+
+
+def _rows() -> tuple[list[dict], list[dict], str]:
+    try:
+        from training import demo as gen
+    except ImportError:  # training/ absent: the same task, generated here
+        pairs = [(a, b) for a in range(6) for b in range(6)]
+        prompts = [{"prompt": f"{a}+{b}=", "ground_truth": str(a + b), "data_source": "demo/arith",
+                    "ability": "math"} for a, b in pairs]
+        prefs = [{"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str((a + b + 1) % 11),
+                  "data_source": "demo/arith"} for a, b in pairs]
+        return prompts, prefs, "generated locally (training.demo not importable)"
+    prompts = [{k: r[k] for k in ("prompt", "ground_truth", "data_source", "ability")} for r in gen.arithmetic_rows()]
+    prefs = [{k: r[k] for k in ("prompt", "chosen", "rejected", "data_source")} for r in gen.preference_rows(120)]
+    return prompts, prefs, "from training.demo"
+
+
+def seed_demo(*, project, user, log: Callable[[str], None] = print) -> None:
+    wanted = [name for name in (ARITHMETIC, PREFERENCES)
+              if not Dataset.objects.filter(project=project, name=name, versions__status=VersionStatus.READY).exists()]
+    if not wanted:
+        return
+    prompts, prefs, origin = _rows()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, rows, kind in ((ARITHMETIC, prompts, "prompts"), (PREFERENCES, prefs, "preference")):
+            if name not in wanted:
+                continue
+            path = Path(tmp) / f"{name}.jsonl"
+            path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in rows))
+            version = dataset_import(project=project, user=user, name=name, path=path, kind=kind, split="10%",
+                                     split_seed=0)
+            log(f"imported dataset {name}: {version.row_count} rows ({origin})")

@@ -1,0 +1,132 @@
+"""The default charts of a job: pure data (no ORM), turned into Plotly figures by monitor.js.
+
+A chart is `{"id", "title", "series": [{"name", "label", "band": [lo, hi] | None, "count": name | None}],
+"threshold": {"value", "label"} | None, "unit": "" | "rate"}`. `band` names two series drawn as a
+shaded range under the main line (reward min/max, the win rate's 95% interval); `count` names a
+series shown in the hover (how many prompts a win rate was measured on).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+KL_METRIC = "actor/kl_loss"
+DEFAULT_KL_THRESHOLD = 0.1
+WIN_RATE = re.compile(r"^val-core/(?P<source>.+)/win_rate$")
+
+
+def series(name: str, label: str = "", band: tuple[str, str] | None = None, count: str | None = None) -> dict:
+    return {"name": name, "label": label or name, "band": list(band) if band else None, "count": count}
+
+
+def chart(chart_id: str, title: str, items: list[dict], threshold: dict | None = None, unit: str = "") -> dict:
+    return {"id": chart_id, "title": title, "series": items, "threshold": threshold, "unit": unit}
+
+
+def kl_threshold(config: dict[str, Any] | None) -> float:
+    """The job's KL guard threshold (config["kl_guard"]["threshold"]), default 0.1."""
+    guard = (config or {}).get("kl_guard") or {}
+    try:
+        value = float(guard.get("threshold", DEFAULT_KL_THRESHOLD))
+    except (TypeError, ValueError):
+        return DEFAULT_KL_THRESHOLD
+    return value if value > 0 else DEFAULT_KL_THRESHOLD
+
+
+def win_rate_sources(names: Iterable[str]) -> list[str]:
+    """Data sources that have a validation win-rate series, sorted."""
+    return sorted({m.group("source") for n in names if (m := WIN_RATE.match(n))})
+
+
+def win_rate_chart(names: Iterable[str]) -> dict:
+    sources = win_rate_sources(names) or ["default"]
+    items = [series(f"val-core/{s}/win_rate", s, band=(f"val-core/{s}/win_rate_lo", f"val-core/{s}/win_rate_hi"),
+                    count=f"val-core/{s}/win_rate_n") for s in sources]
+    return chart("win_rate", "Validation win rate vs reference (95% interval)", items, unit="rate")
+
+
+def _grpo(names: set[str], config: dict) -> list[dict]:
+    threshold = kl_threshold(config)
+    return [
+        chart("reward", "Reward (mean, min–max band)",
+              [series("critic/score/mean", "mean", band=("critic/score/min", "critic/score/max"))]),
+        chart("kl", "KL to the reference policy",
+              [series(KL_METRIC, "KL loss")], threshold={"value": threshold, "label": f"KL guard {threshold:g}"}),
+        win_rate_chart(names),
+        chart("entropy", "Entropy", [series("actor/entropy", "entropy")]),
+        chart("response_length", "Response length (tokens)",
+              [series("response_length/mean", "mean", band=("response_length/min", "response_length/max"))]),
+        chart("pg_loss", "Policy loss", [series("actor/pg_loss", "policy loss")]),
+        chart("clipfrac", "Clip fraction", [series("actor/pg_clipfrac", "clip fraction")], unit="rate"),
+    ]
+
+
+def _prefixed(prefix: str, names: set[str], preferred: list[str]) -> list[dict]:
+    """One chart per metric under `prefix`, the preferred ones first (they exist before data arrives)."""
+    found = sorted(n for n in names if n.startswith(prefix))
+    ordered = preferred + [n for n in found if n not in preferred]
+    return [chart(n.replace("/", "_"), n[len(prefix):].replace("_", " ").capitalize(), [series(n)]) for n in ordered]
+
+
+def _distill(names: set[str]) -> list[dict]:
+    charts = _prefixed("distill/", names, ["distill/loss", "distill/kd_loss", "distill/top1_agreement"])
+    val = sorted(n for n in names if n.startswith("val/distill/"))
+    if val:
+        charts.append(chart("val_distill", "Validation (teacher agreement)", [series(n, n[4:]) for n in val]))
+    if win_rate_sources(names):
+        charts.append(win_rate_chart(names))
+    charts.append(chart("response_length", "Response length (tokens)", [series("response_length/mean", "mean")]))
+    return charts
+
+
+def _reward_model(names: set[str]) -> list[dict]:
+    return [
+        chart("rm_loss", "Loss (train / validation)", [series("rm/loss", "train"), series("rm/val_loss", "val")]),
+        chart("rm_accuracy", "Pairwise accuracy (train / validation)",
+              [series("rm/accuracy", "train"), series("rm/val_accuracy", "val")], unit="rate"),
+        chart("rm_margin", "Reward margin (chosen − rejected)", [series("rm/margin", "margin")]),
+        chart("rm_rewards", "Chosen vs rejected reward",
+              [series("rm/chosen_reward/mean", "chosen"), series("rm/rejected_reward/mean", "rejected")]),
+    ] + [c for c in _prefixed("rm/", names, []) if c["series"][0]["name"] not in _RM_SHOWN]
+
+
+_RM_SHOWN = {"rm/loss", "rm/val_loss", "rm/accuracy", "rm/val_accuracy", "rm/margin", "rm/chosen_reward/mean",
+             "rm/rejected_reward/mean"}
+
+_COMMON = [
+    chart("lr", "Learning rate", [series("actor/lr", "lr")]),
+    chart("throughput", "Throughput (tokens/s)", [series("perf/throughput", "tokens/s")]),
+]
+
+
+def default_charts(kind: str, names: Iterable[str], config: dict[str, Any] | None = None) -> list[dict]:
+    """The charts a job of `kind` shows by default, given the metric names it has logged so far."""
+    names = set(names)
+    if kind == "distill":
+        charts = _distill(names)
+    elif kind == "reward_model":
+        charts = _reward_model(names)
+    else:
+        charts = _grpo(names, config or {})
+    return charts + [dict(c) for c in _COMMON]
+
+
+def chart_for_metric(name: str) -> dict:
+    """A one-series chart for any ingested metric (the "add a chart" picker)."""
+    return chart("m_" + re.sub(r"[^A-Za-z0-9]+", "_", name), name, [series(name)])
+
+
+def names_of(charts: list[dict]) -> dict[str, list[str]]:
+    """Every series a set of charts needs, split by downsampling mode: lines, band lower and upper edges."""
+    lines, lower, upper = [], [], []
+    for c in charts:
+        for s in c["series"]:
+            lines.append(s["name"])
+            if s.get("count"):
+                lines.append(s["count"])
+            if s.get("band"):
+                lower.append(s["band"][0])
+                upper.append(s["band"][1])
+    return {"names": list(dict.fromkeys(lines)), "lower": list(dict.fromkeys(lower)),
+            "upper": list(dict.fromkeys(upper))}

@@ -1,0 +1,287 @@
+"""Reads for the monitoring pages and API: metric series (fast path), checkpoints, lineage, events."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.db import connection
+from django.db.models import Prefetch
+
+from webapp.core.models import Project
+from webapp.monitoring import rollup
+from webapp.monitoring.downsample import minmax_indices
+from webapp.runs.models import Checkpoint, CheckpointStatus, Job, MetricPoint, RunEvent
+
+DEFAULT_POINTS = 1500
+MAX_POINTS = 20_000
+MARKER_KINDS = ("checkpoint", "rollback", "kl_guard", "promote", "resume")
+
+
+def job_hp(job: Job) -> dict[str, Any]:
+    """The job's hyperparameters: config["hp"] (the runs app's layout), or a flat config."""
+    config = job.config or {}
+    hp = config.get("hp")
+    return dict(hp) if isinstance(hp, dict) else dict(config)
+
+
+def metric_names(job: Job) -> list[str]:
+    """Every metric name the job has logged, sorted."""
+    return sorted(MetricPoint.objects.filter(job=job).values_list("name", flat=True).distinct())
+
+
+def _table() -> str:
+    return connection.ops.quote_name(MetricPoint._meta.db_table)
+
+
+def series_arrays(job_id: int, name: str, *, since_step: int | None = None,
+                  step_range: tuple[float, float] | None = None,
+                  time_range: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(steps, values, wall_times) of one series, ordered by step, NULL values dropped.
+
+    A plain cursor over the (job, name, step) unique index: building 100k model tuples through
+    the ORM costs more than the query itself.
+    """
+    sql = [f"SELECT step, value, wall_time FROM {_table()} WHERE job_id = %s AND name = %s AND value IS NOT NULL"]
+    params: list[Any] = [job_id, name]
+    if since_step is not None:
+        sql.append("AND step > %s")
+        params.append(int(since_step))
+    if step_range is not None:
+        sql.append("AND step >= %s AND step <= %s")
+        params += [math.floor(step_range[0]), math.ceil(step_range[1])]
+    if time_range is not None:
+        sql.append("AND wall_time >= %s AND wall_time <= %s")
+        params += [float(time_range[0]), float(time_range[1])]
+    sql.append("ORDER BY step")
+    with connection.cursor() as cur:
+        cur.execute(" ".join(sql), params)
+        rows = cur.fetchall()
+    if not rows:
+        empty = np.zeros(0)
+        return empty, empty, empty
+    arr = np.array(rows, dtype=np.float64)  # wall_time NULL becomes nan
+    keep = np.isfinite(arr[:, 1])  # JSON has no inf/NaN; PostgreSQL can store them
+    if not keep.all():
+        arr = arr[keep]
+    return arr[:, 0], arr[:, 1], arr[:, 2]
+
+
+def _finite_or_none(values: np.ndarray) -> list[float | None]:
+    return [None if math.isnan(v) else v for v in values.tolist()]
+
+
+@dataclass
+class SeriesQuery:
+    names: list[str]
+    lower: list[str] = field(default_factory=list)  # band lower edges (keep bucket minima)
+    upper: list[str] = field(default_factory=list)  # band upper edges (keep bucket maxima)
+    since_step: int | None = None
+    step_range: tuple[float, float] | None = None
+    time_range: tuple[float, float] | None = None
+    max_points: int = DEFAULT_POINTS
+    raw: bool = False  # no downsampling (the benchmark's baseline, and short live increments)
+
+
+def _step_span_of_times(job_id: int, name: str, t0: float, t1: float) -> tuple[float, float] | None:
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT MIN(step), MAX(step) FROM {_table()} WHERE job_id = %s AND name = %s "
+                    f"AND wall_time >= %s AND wall_time <= %s", [job_id, name, t0, t1])
+        lo, hi = cur.fetchone()
+    return None if lo is None else (float(lo), float(hi))
+
+
+def _one_series(job: Job, name: str, mode: str, query: SeriesQuery) -> dict[str, Any]:
+    step_range = query.step_range
+    if query.time_range is not None:
+        step_range = _step_span_of_times(job.pk, name, *query.time_range)
+        if step_range is None:
+            return {"step": [], "value": [], "time": [], "total": 0, "downsampled": False}
+    cand = None
+    if not query.raw and query.since_step is None:
+        cand = rollup.candidates(job.pk, name, query.max_points, step_range)
+    if cand is not None:  # a long range: read the min/max pyramid, not every point
+        steps, values, times, total = cand
+    else:
+        steps, values, times = series_arrays(job.pk, name, since_step=query.since_step, step_range=step_range)
+        total = len(steps)
+    down = not query.raw and len(steps) > query.max_points
+    if down:
+        idx = minmax_indices(steps, values, query.max_points, mode)  # type: ignore[arg-type]
+        steps, values, times = steps[idx], values[idx], times[idx]
+    return {"step": steps.astype(np.int64).tolist(), "value": values.tolist(), "time": _finite_or_none(times),
+            "total": int(total), "downsampled": bool(down or cand is not None)}
+
+
+def metric_series(job: Job, query: SeriesQuery) -> dict[str, Any]:
+    """Series for the charts, each downsampled to at most ~max_points with spikes kept.
+
+    Returns {"series": {name: {"step", "value", "time", "total", "downsampled"}}, "last_step"}.
+    Band edges (`lower` / `upper`) keep only bucket minima / maxima.
+    """
+    modes: dict[str, str] = {}
+    for name in query.names:
+        modes.setdefault(name, "minmax")
+    for name in query.lower:
+        modes.setdefault(name, "min")
+    for name in query.upper:
+        modes.setdefault(name, "max")
+    out: dict[str, Any] = {}
+    last_step = query.since_step or 0
+    for name, mode in modes.items():
+        out[name] = _one_series(job, name, mode, query)
+        if out[name]["step"]:
+            last_step = max(last_step, out[name]["step"][-1])
+    return {"series": out, "last_step": last_step}
+
+
+def compare_series(jobs: Iterable[Job], name: str, max_points: int = DEFAULT_POINTS) -> list[dict[str, Any]]:
+    """The same metric for several jobs (overlaid on one chart)."""
+    result = []
+    for job in jobs:
+        data = metric_series(job, SeriesQuery(names=[name], max_points=max_points))["series"][name]
+        result.append({"job": job.pk, "label": f"#{job.pk} {job.name}", "state": job.state, **data})
+    return result
+
+
+def events(job: Job, since_id: int | None = None) -> list[dict[str, Any]]:
+    """The run's events drawn on the curves and listed in its history (oldest first)."""
+    qs = RunEvent.objects.filter(job=job).select_related("actor")
+    if since_id is not None:
+        qs = qs.filter(id__gt=since_id)
+    return [{"id": e.id, "kind": e.kind, "step": e.step, "message": e.message, "data": e.data,
+             "time": e.created_at.isoformat(), "ts": e.created_at.timestamp(),
+             "actor": e.actor.username if e.actor else None} for e in qs.order_by("created_at", "id")]
+
+
+def values_at_steps(job: Job, names: list[str], steps: Iterable[int]) -> dict[int, dict[str, float | None]]:
+    """{step: {name: value}} for the given steps (the checkpoint table's metric columns)."""
+    steps = list(steps)
+    out: dict[int, dict[str, float | None]] = {s: {} for s in steps}
+    if not steps or not names:
+        return out
+    for step, name, value in MetricPoint.objects.filter(job=job, name__in=names, step__in=steps).values_list(
+            "step", "name", "value"):
+        out[step][name] = value
+    return out
+
+
+def project_active_checkpoint_id(project: Project) -> int | None:
+    return Project.objects.filter(pk=project.pk).values_list("active_checkpoint_id", flat=True).first()
+
+
+def checkpoint_users(job: Job) -> dict[int, list[Job]]:
+    """{checkpoint id: child jobs that resumed from it} for the job's checkpoints."""
+    users: dict[int, list[Job]] = {}
+    for child in Job.objects.filter(resume_checkpoint__job=job).order_by("created_at"):
+        users.setdefault(child.resume_checkpoint_id, []).append(child)  # type: ignore[arg-type]
+    return users
+
+
+def checkpoint_rows(job: Job, metric_keys: list[str]) -> list[dict[str, Any]]:
+    """The checkpoint table: each checkpoint with its metrics at that step, usage and evaluations."""
+    from webapp.monitoring.models import CheckpointEvaluation, HumanEvalTask
+
+    ckpts = list(Checkpoint.objects.filter(job=job).order_by("-step").prefetch_related(
+        Prefetch("evaluations", queryset=CheckpointEvaluation.objects.order_by("-created_at", "-id")),
+        Prefetch("human_evals", queryset=HumanEvalTask.objects.order_by("-created_at", "-id"))))
+    at = values_at_steps(job, metric_keys, [c.step for c in ckpts])
+    active_id = project_active_checkpoint_id(job.project)
+    users = checkpoint_users(job)
+    rows = []
+    for c in ckpts:
+        metrics = {k: at[c.step].get(k, (c.metrics or {}).get(k)) for k in metric_keys}
+        evals = list(c.evaluations.all())
+        rows.append({"checkpoint": c, "metrics": metrics, "is_active": c.pk == active_id,
+                     "children": users.get(c.pk, []), "evaluation": evals[0] if evals else None,
+                     "human_evals": list(c.human_evals.all()),
+                     "available": c.status == CheckpointStatus.AVAILABLE})
+    return rows
+
+
+@dataclass
+class LineageNode:
+    job: Job
+    branch_step: int | None
+    children: list["LineageNode"]
+    current: bool = False
+
+
+def lineage(job: Job) -> LineageNode:
+    """The job's family tree: from its root ancestor down, each child with the step it branched from."""
+    root = job
+    seen = {root.pk}
+    while root.parent_id and root.parent_id not in seen:
+        root = Job.objects.select_related("resume_checkpoint").get(pk=root.parent_id)
+        seen.add(root.pk)
+    family = list(Job.objects.filter(project_id=job.project_id, parent__isnull=False)
+                  .select_related("resume_checkpoint").order_by("created_at"))
+    by_parent: dict[int, list[Job]] = {}
+    for j in family:
+        by_parent.setdefault(j.parent_id, []).append(j)  # type: ignore[arg-type]
+
+    def build(node: Job, depth: int) -> LineageNode:
+        kids = [] if depth > 50 else [build(c, depth + 1) for c in by_parent.get(node.pk, [])]
+        step = node.resume_checkpoint.step if node.resume_checkpoint_id else None
+        return LineageNode(node, step, kids, node.pk == job.pk)
+
+    return build(root, 0)
+
+
+def lineage_size(node: LineageNode) -> int:
+    return 1 + sum(lineage_size(c) for c in node.children)
+
+
+# -- human evaluation and on-demand evaluations ---------------------------------------------------
+
+def human_eval_summary(task) -> dict[str, Any]:
+    """Human win rate (per item, reviewers averaged) with its Wilson interval, the automatic verdict
+    on the same items, and the items where the two disagree (reward-hacking suspects first)."""
+    from training.winrate import summarize
+
+    items = list(task.items.prefetch_related("verdicts__reviewer"))
+    judged = []
+    for item in items:
+        verdicts = list(item.verdicts.all())
+        if verdicts:
+            human = sum(v.outcome for v in verdicts) / len(verdicts)
+            judged.append((item, human, verdicts))
+    human = summarize(h for _i, h, _v in judged)
+    auto_same = summarize(i.auto_outcome for i, _h, _v in judged)
+    auto_all = summarize(i.auto_outcome for i in items)
+    disagreements = []
+    for item, h, verdicts in judged:
+        if item.auto_outcome is None or abs(item.auto_outcome - h) < 0.5:
+            continue
+        suspect = item.auto_outcome > h  # the reward liked it, people did not
+        disagreements.append({"item": item, "human": h, "auto": item.auto_outcome, "suspect": suspect,
+                              "gap": item.auto_outcome - h, "verdicts": verdicts})
+    disagreements.sort(key=lambda d: (-d["gap"], d["item"].index))
+    reviewers = {v.reviewer_id for _i, _h, vs in judged for v in vs}
+    return {"total": len(items), "judged": len(judged), "verdicts": sum(len(v) for _i, _h, v in judged),
+            "reviewers": len(reviewers), "human": human, "auto_same": auto_same, "auto_all": auto_all,
+            "disagreements": disagreements}
+
+
+def next_item_for(task, user):
+    """The first item this reviewer has not judged yet (None when they are done)."""
+    return task.items.exclude(verdicts__reviewer=user).order_by("index").first()
+
+
+def win_rate_marks(job: Job) -> dict[str, list[dict[str, Any]]]:
+    """On-demand and human win rates of the job's checkpoints, drawn next to the training-time curve."""
+    from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus, HumanEvalTask
+
+    evals = [{"step": e.checkpoint.step, "rate": e.win_rate, "lo": e.win_rate_lo, "hi": e.win_rate_hi, "n": e.n,
+              "id": e.pk}
+             for e in CheckpointEvaluation.objects.filter(checkpoint__job=job, status=EvaluationStatus.SUCCEEDED)
+             .exclude(win_rate=None).select_related("checkpoint").order_by("checkpoint__step", "-created_at")]
+    humans = []
+    for task in HumanEvalTask.objects.filter(checkpoint__job=job).select_related("checkpoint"):
+        s = human_eval_summary(task)
+        if s["human"].n:
+            humans.append({"step": task.checkpoint.step, "rate": s["human"].rate, "lo": s["human"].lo,
+                           "hi": s["human"].hi, "n": s["human"].n, "id": task.pk})
+    return {"evaluations": evals, "human": humans}

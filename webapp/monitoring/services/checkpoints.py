@@ -1,0 +1,296 @@
+"""Checkpoint actions: promote, roll back, export, and retention (which never deletes a used one)."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+
+from webapp.core.audit import audit
+from webapp.core.models import AuditLog, Project
+from webapp.core.services import ApplicationError
+from webapp.monitoring import runs_bridge
+from webapp.runs.models import ACTIVE_STATES, FINAL_STATES, Checkpoint, CheckpointStatus, Job, JobAttempt, RunEvent
+
+logger = logging.getLogger(__name__)
+
+# Hyperparameters a rollback may change (and how to describe a bad value).
+HP_EDITABLE = {"lr": "learning rate", "kl_coef": "KL coefficient"}
+PROTECTED_FILE = "protected.json"
+
+
+def parse_hp_overrides(raw: Any) -> dict[str, float]:
+    """Validate rollback edits: {"lr": 5e-7} or ["lr=5e-7", "kl_coef=0.04"] -> {name: positive float}."""
+    if raw in (None, "", [], {}):
+        return {}
+    if isinstance(raw, (list, tuple)):
+        pairs: dict[str, Any] = {}
+        for item in raw:
+            key, sep, value = str(item).partition("=")
+            if not sep:
+                raise ApplicationError(f"'{item}' is not NAME=VALUE (e.g. lr=5e-7).", field="hp_overrides")
+            pairs[key.strip()] = value.strip()
+        raw = pairs
+    if not isinstance(raw, dict):
+        raise ApplicationError("hp_overrides must be an object like {\"lr\": 5e-7}.", field="hp_overrides")
+    out: dict[str, float] = {}
+    for key, value in raw.items():
+        if value in (None, ""):
+            continue
+        if key not in HP_EDITABLE:
+            raise ApplicationError(f"'{key}' cannot be changed on rollback; allowed: {', '.join(HP_EDITABLE)}.",
+                                   field="hp_overrides")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ApplicationError(f"The {HP_EDITABLE[key]} must be a number, got '{value}'.",
+                                   field="hp_overrides") from None
+        if not math.isfinite(number) or number < 0 or (key == "lr" and number == 0):
+            raise ApplicationError(f"The {HP_EDITABLE[key]} must be a positive number, got {value}.",
+                                   field="hp_overrides")
+        out[key] = number
+    return out
+
+
+def checkpoint_get(*, job: Job, step: Any) -> Checkpoint:
+    """The job's checkpoint at `step`, still on disk; a clear error otherwise."""
+    try:
+        step = int(step)
+    except (TypeError, ValueError):
+        raise ApplicationError(f"The step must be a whole number, got '{step}'.", field="step") from None
+    ckpt = Checkpoint.objects.filter(job=job, step=step).first()
+    available = list(Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE)
+                     .order_by("step").values_list("step", flat=True))
+    if ckpt is None:
+        listing = ", ".join(map(str, available)) or "none yet"
+        raise ApplicationError(f"Run #{job.pk} has no checkpoint at step {step} (available: {listing}).", field="step")
+    if ckpt.status != CheckpointStatus.AVAILABLE:
+        raise ApplicationError(f"The checkpoint at step {step} is {ckpt.get_status_display().lower()}.", field="step")
+    if not Path(ckpt.path).is_dir():
+        raise ApplicationError(f"The checkpoint folder for step {step} is missing on disk ({ckpt.path}).", field="step")
+    return ckpt
+
+
+def _describe(ckpt: Checkpoint | None) -> dict[str, Any] | None:
+    return None if ckpt is None else {"checkpoint": ckpt.pk, "job": ckpt.job_id, "step": ckpt.step}
+
+
+@transaction.atomic
+def checkpoint_promote(*, checkpoint: Checkpoint, user) -> Checkpoint:
+    """Make the checkpoint the project's active policy: the alias moves, nothing is deleted."""
+    job = checkpoint.job
+    if checkpoint.status != CheckpointStatus.AVAILABLE:
+        raise ApplicationError(f"The checkpoint at step {checkpoint.step} is "
+                               f"{checkpoint.get_status_display().lower()} and cannot be promoted.")
+    project = Project.objects.select_for_update().get(pk=job.project_id)
+    previous = project.active_checkpoint
+    if previous is not None and previous.pk == checkpoint.pk:
+        raise ApplicationError(f"Step {checkpoint.step} of run #{job.pk} is already the active policy.")
+    project.active_checkpoint = checkpoint
+    project.save(update_fields=["active_checkpoint", "updated_at"])
+    checkpoint.promoted = True
+    checkpoint.save(update_fields=["promoted", "updated_at"])
+    prev_text = f"run #{previous.job_id} step {previous.step}" if previous else "none"
+    RunEvent.objects.create(job=job, kind="promote", step=checkpoint.step, actor=user,
+                            message=f"Step {checkpoint.step} promoted to the project's active policy "
+                                    f"(was {prev_text})",
+                            data={"checkpoint": checkpoint.pk, "previous": _describe(previous)})
+    audit(actor=user, action="checkpoint.promote", project=project, obj=checkpoint,
+          summary=f"Promoted run #{job.pk} step {checkpoint.step} (was {prev_text})",
+          before={"active_checkpoint": _describe(previous)}, after={"active_checkpoint": _describe(checkpoint)})
+    transaction.on_commit(lambda: write_protected(job))
+    return checkpoint
+
+
+@transaction.atomic
+def job_rollback(*, job: Job, step: Any, user, reason: str = "", hp_overrides: Any = None,
+                 stop_parent: bool = False) -> Job:
+    """Start a child run from the checkpoint at `step` (same config, optional lr / kl_coef edits).
+
+    The parent and its later checkpoints stay. When the project's active policy is one of this
+    run's checkpoints, the alias returns to the chosen one. Audited with who, from/to step and why.
+    """
+    from webapp.monitoring.selectors import job_hp
+
+    ckpt = checkpoint_get(job=job, step=step)
+    hp = parse_hp_overrides(hp_overrides)
+    reason = (reason or "").strip()
+    if len(reason) > 400:
+        raise ApplicationError("Keep the reason under 400 characters.", field="reason")
+    from_step = job.last_step
+    child = runs_bridge.job_create_child(parent=job, checkpoint=ckpt, user=user, hp_overrides=hp or None,
+                                         reason="rollback")
+    if stop_parent and job.state in ACTIVE_STATES:
+        runs_bridge.job_cancel(job=job, user=user)
+    project = Project.objects.select_for_update().get(pk=job.project_id)
+    alias_moved = None
+    if project.active_checkpoint is not None and project.active_checkpoint.job_id == job.pk \
+            and project.active_checkpoint.pk != ckpt.pk:
+        alias_moved = _describe(project.active_checkpoint)
+        project.active_checkpoint = ckpt
+        project.save(update_fields=["active_checkpoint", "updated_at"])
+    old_hp = {k: job_hp(job).get(k) for k in hp}
+    why = f": {reason}" if reason else ""
+    data = {"child_job": child.pk, "from_step": from_step, "to_step": ckpt.step, "checkpoint": ckpt.pk,
+            "reason": reason, "overrides": hp, "hp_before": old_hp, "alias_moved_from": alias_moved}
+    summary = f"Rolled back run #{job.pk} from step {from_step} to step {ckpt.step} → run #{child.pk}{why}"
+    before = {"job": job.pk, "step": from_step, "hp": old_hp, "active_checkpoint": alias_moved}
+    after = {"job": child.pk, "parent": job.pk, "step": ckpt.step, "checkpoint": ckpt.pk, "overrides": hp,
+             "reason": reason, "active_checkpoint": _describe(ckpt) if alias_moved else None}
+    # job_create_child already wrote the parent's "rollback" event and the audit entry of this action:
+    # complete them (who, from which step to which, why) rather than logging the action twice.
+    event = RunEvent.objects.filter(job=job, kind="rollback", data__child_job=child.pk).order_by("-id").first()
+    message = f"Rolled back to step {ckpt.step} as run #{child.pk}{why}"[:500]
+    if event is None:
+        RunEvent.objects.create(job=job, kind="rollback", step=ckpt.step, actor=user, data=data, message=message)
+    else:
+        event.message, event.data, event.step = message, {**event.data, **data}, ckpt.step
+        event.save(update_fields=["message", "data", "step", "updated_at"])
+    RunEvent.objects.create(job=child, kind="rollback", step=ckpt.step, actor=user, data=data,
+                            message=f"Branched from run #{job.pk} at step {ckpt.step}{why}"[:500])
+    entry = AuditLog.objects.filter(project=project, action="job.rollback", object_id=str(child.pk)) \
+        .order_by("-id").first()
+    if entry is None:
+        audit(actor=user, action="job.rollback", project=project, obj=child, summary=summary, before=before,
+              after=after)
+    else:
+        entry.summary, entry.before, entry.after = summary[:500], before, {**(entry.after or {}), **after}
+        entry.save(update_fields=["summary", "before", "after"])
+    transaction.on_commit(lambda: write_protected(job))
+    return child
+
+
+def protected_steps(job: Job) -> set[int]:
+    """Steps of this run that must never be deleted: promoted, the project alias, resumed by a run, in use."""
+    from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus
+
+    ckpts = Checkpoint.objects.filter(job=job)
+    steps = set(ckpts.filter(promoted=True).values_list("step", flat=True))
+    active = Project.objects.filter(pk=job.project_id).values_list("active_checkpoint_id", flat=True).first()
+    if active:
+        steps |= set(ckpts.filter(pk=active).values_list("step", flat=True))
+    steps |= set(ckpts.filter(resumed_jobs__isnull=False).values_list("step", flat=True))
+    steps |= set(ckpts.filter(evaluations__status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
+                 .values_list("step", flat=True))
+    if job.run_dir:  # a live attempt (a resume or a KL-guard restore) reading one of our folders
+        prefix = str(Path(job.run_dir) / "checkpoints") + os.sep
+        for path in JobAttempt.objects.filter(resume_from__startswith=prefix, job__state__in=ACTIVE_STATES) \
+                .values_list("resume_from", flat=True):
+            name = Path(path).name
+            if name.startswith("global_step_") and name[12:].isdigit():
+                steps.add(int(name[12:]))
+    return steps
+
+
+def write_protected(job: Job) -> set[int]:
+    """Write <run_dir>/checkpoints/protected.json so the training process never deletes those steps."""
+    steps = protected_steps(job)
+    if not job.run_dir or not Path(job.run_dir).is_dir():
+        return steps
+    root = Path(job.run_dir) / "checkpoints"
+    root.mkdir(exist_ok=True)
+    path = root / PROTECTED_FILE
+    text = json.dumps(sorted(steps))
+    try:
+        if path.read_text() == text:
+            return steps
+    except OSError:
+        pass
+    tmp = root / f".tmp-{PROTECTED_FILE}.{os.getpid()}"
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return steps
+
+
+def keep_last_k(job: Job) -> int | None:
+    from webapp.monitoring.selectors import job_hp
+
+    value = job_hp(job).get("keep_last_k")
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def retention_apply(*, job: Job) -> list[int]:
+    """For a finished run: delete all but the last k checkpoints, never a protected one."""
+    from training.checkpoints import plan_retention
+
+    if job.state not in FINAL_STATES or not job.run_dir:
+        return []
+    protected = write_protected(job)
+    available = list(Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE))
+    doomed = set(plan_retention([c.step for c in available], keep_last_k(job), protected))
+    root = Path(job.run_dir) / "checkpoints"
+    deleted = []
+    for ckpt in sorted((c for c in available if c.step in doomed), key=lambda c: c.step):
+        folder = Path(ckpt.path)
+        if not (folder.name == f"global_step_{ckpt.step}" and _inside(folder, root)):
+            logger.warning("retention: refusing to delete %s (outside %s)", folder, root)
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        ckpt.status = CheckpointStatus.DELETED
+        ckpt.save(update_fields=["status", "updated_at"])
+        deleted.append(ckpt.step)
+    if deleted:
+        msg = f"Retention deleted steps {', '.join(map(str, deleted))} (keep last {keep_last_k(job)}; " \
+              f"protected: {', '.join(map(str, sorted(protected))) or 'none'})"
+        RunEvent.objects.create(job=job, kind="retention", message=msg[:500], data={"deleted": deleted,
+                                "protected": sorted(protected), "keep_last_k": keep_last_k(job)})
+        audit(actor=None, action="checkpoint.retention", project=job.project, obj=job, summary=msg,
+              after={"deleted": deleted})
+    return deleted
+
+
+def _is_lora(folder: Path) -> bool:
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        if "lora" in manifest:
+            return bool(manifest["lora"])
+    except (OSError, ValueError):
+        pass
+    return (folder / "model" / "adapter_config.json").exists() or (folder / "actor" / "lora_adapter").is_dir()
+
+
+def checkpoint_is_lora(checkpoint: Checkpoint) -> bool:
+    return _is_lora(Path(checkpoint.path))
+
+
+def checkpoint_export(*, checkpoint: Checkpoint, user, merge_lora: bool = True) -> Path:
+    """Export the checkpoint as an HF model folder and zip it (cached under <run_dir>/export/)."""
+    from training.checkpoints import export_hf
+
+    job = checkpoint.job
+    checkpoint = checkpoint_get(job=job, step=checkpoint.step)
+    folder = Path(checkpoint.path)
+    lora = _is_lora(folder)
+    variant = ("merged" if merge_lora else "adapter") if lora else "full"
+    export_root = Path(job.run_dir) / "export"
+    name = f"run{job.pk}-step{checkpoint.step}-{variant}"
+    zip_path = export_root / f"{name}.zip"
+    if zip_path.exists() and zip_path.stat().st_mtime >= folder.stat().st_mtime:
+        return zip_path
+    base = job.base_model.path if job.base_model_id and job.base_model and job.base_model.path else None
+    try:
+        out = export_hf(folder, export_root / name, merge_lora=merge_lora, base_model_path=base)
+    except (FileNotFoundError, RuntimeError, ValueError, OSError) as exc:
+        raise ApplicationError(f"Export failed: {exc}") from None
+    tmp = shutil.make_archive(str(export_root / f".tmp-{name}"), "zip", root_dir=out)
+    os.replace(tmp, zip_path)
+    audit(actor=user, action="checkpoint.export", project=job.project, obj=checkpoint,
+          summary=f"Exported run #{job.pk} step {checkpoint.step} as an HF folder ({variant})",
+          after={"path": str(zip_path), "variant": variant, "bytes": zip_path.stat().st_size})
+    return zip_path

@@ -1,0 +1,92 @@
+"""`{% monitor_panel job as m %}`: everything monitoring/_job_panel.html needs, from just the job.
+
+The runs app's job page includes the panel with only `job` (and `request`) in its context.
+"""
+from __future__ import annotations
+
+from django import template
+
+from webapp.core.access import ProjectAccess, user_role
+from webapp.monitoring import charts, selectors
+from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
+from webapp.monitoring.services.checkpoints import checkpoint_is_lora, protected_steps
+from webapp.monitoring.services.guard import guard_status
+
+register = template.Library()
+
+TABLE_METRICS = [("critic/score/mean", "reward"), ("actor/kl_loss", "KL")]
+HISTORY_LIMIT = 200
+
+
+def _win_rate_keys(names: list[str]) -> list[tuple[str, str]]:
+    return [(f"val-core/{s}/win_rate", f"win rate {s}" if s != "default" else "win rate")
+            for s in charts.win_rate_sources(names)][:2]
+
+
+@register.simple_tag(takes_context=True)
+def monitor_panel(context, job) -> dict:
+    from training.ingest import sample_steps
+
+    request = context.get("request")
+    role = user_role(request.user, job.project) if request is not None else None
+    access = ProjectAccess(project=job.project, role=role) if role else None
+    names = selectors.metric_names(job)
+    table_metrics = TABLE_METRICS + _win_rate_keys(names)
+    rows = selectors.checkpoint_rows(job, [k for k, _ in table_metrics])
+    for row in rows:
+        row["metric_values"] = [row["metrics"].get(k) for k, _ in table_metrics]
+        row["lora"] = row["available"] and checkpoint_is_lora(row["checkpoint"])
+    protected = protected_steps(job)
+    history = selectors.events(job)[-HISTORY_LIMIT:][::-1]
+    slug = job.project.slug
+    config = {
+        "jobId": job.pk, "kind": job.kind, "isActive": job.is_active, "state": job.state,
+        "api": f"/api/projects/{slug}/monitor/jobs/{job.pk}/",
+        "samplesUrl": f"/p/{slug}/monitor/jobs/{job.pk}/samples/",
+        "charts": charts.default_charts(job.kind, names, job.config), "names": names,
+        "events": selectors.events(job), "marks": selectors.win_rate_marks(job),
+        "pollMs": 2000,
+    }
+    return {
+        "access": access, "can_engineer": bool(access and access.can_engineer), "config": config,
+        "checkpoints": rows, "table_metrics": [label for _, label in table_metrics], "protected": protected,
+        "lineage": selectors.lineage(job), "history": history, "guard": guard_status(job),
+        "sample_steps": sample_steps(job.run_dir, "val") if job.run_dir else [],
+        "rollback_form": RollbackForm(initial={"stop_parent": job.is_active}), "export_form": ExportForm(),
+        "human_eval_form": HumanEvalForm(), "hp": selectors.job_hp(job),
+        "kl_threshold": charts.kl_threshold(job.config),
+    }
+
+
+@register.filter
+def metric(value) -> str:
+    """Compact number for tables: 4 significant digits, '—' when missing."""
+    if value is None:
+        return "—"
+    try:
+        return f"{float(value):.4g}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
+def filesize(value) -> str:
+    try:
+        size = float(value or 0)
+    except (TypeError, ValueError):
+        return "—"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1024 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+@register.filter
+def percent(value) -> str:
+    return "—" if value is None else f"{100 * float(value):.1f}%"
+
+
+@register.inclusion_tag("monitoring/_lineage_node.html")
+def lineage_node(node, slug):
+    return {"node": node, "slug": slug}

@@ -1,0 +1,196 @@
+"""Monitoring pages: the job monitor, samples, checkpoint actions, compare, human evaluation."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import FileResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from webapp.core.access import project_access
+from webapp.core.models import Role
+from webapp.core.services import ApplicationError
+from webapp.monitoring import selectors, services
+from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
+from webapp.monitoring.models import HumanEvalTask
+from webapp.runs.models import Job, MetricPoint
+
+SAMPLES_PER_PAGE = 25
+
+
+def _job(request, slug: str, job_id: int, role: str = Role.VIEWER):
+    access = project_access(request.user, slug, role)
+    return access, get_object_or_404(Job, pk=job_id, project=access.project)
+
+
+def _back(request, slug: str, job: Job):
+    nxt = request.POST.get("next") or request.GET.get("next")
+    if nxt and url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}):
+        return redirect(nxt)
+    return redirect("monitor-job", slug=slug, job_id=job.pk)
+
+
+def job_monitor(request, slug, job_id):
+    access, job = _job(request, slug, job_id)
+    return render(request, "monitoring/job.html", {"project": access.project, "access": access, "job": job})
+
+
+def samples(request, slug, job_id):
+    """Validation samples of one step (an HTML fragment for the samples tab; a page without JS)."""
+    from training.ingest import read_samples, sample_steps
+
+    access, job = _job(request, slug, job_id)
+    steps = sample_steps(job.run_dir, "val") if job.run_dir else []
+    try:
+        step = int(request.GET["step"]) if request.GET.get("step") else (steps[-1] if steps else None)
+        page = max(1, int(request.GET.get("page") or 1))
+    except ValueError:
+        step, page = (steps[-1] if steps else None), 1
+    rows = read_samples(job.run_dir, "val", step) if step is not None and step in steps else []
+    total = len(rows)
+    start = (page - 1) * SAMPLES_PER_PAGE
+    context = {"project": access.project, "access": access, "job": job, "steps": steps, "step": step,
+               "rows": rows[start:start + SAMPLES_PER_PAGE], "total": total, "page": page, "first_index": start,
+               "has_next": start + SAMPLES_PER_PAGE < total, "has_prev": page > 1,
+               "has_reference": any(r.get("reference") not in (None, "") for r in rows)}
+    template = "monitoring/_samples.html" if request.GET.get("fragment") else "monitoring/samples.html"
+    return render(request, template, context)
+
+
+@require_POST
+def promote(request, slug, job_id, step):
+    _access, job = _job(request, slug, job_id, Role.ENGINEER)
+    try:
+        ckpt = services.checkpoint_get(job=job, step=step)
+        services.checkpoint_promote(checkpoint=ckpt, user=request.user)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Step {ckpt.step} of run #{job.pk} is now the project's active policy.")
+    return _back(request, slug, job)
+
+
+def rollback(request, slug, job_id, step):
+    """GET: the confirm page (the dialog's no-JS twin); POST: roll back."""
+    access, job = _job(request, slug, job_id, Role.ENGINEER)
+    form = RollbackForm(request.POST or None, initial={"stop_parent": job.is_active})
+    if request.method == "POST" and form.is_valid():
+        try:
+            child = services.job_rollback(job=job, step=step, user=request.user,
+                                          reason=form.cleaned_data["reason"], hp_overrides=form.hp_overrides(),
+                                          stop_parent=form.cleaned_data["stop_parent"])
+        except ApplicationError as exc:
+            messages.error(request, exc.message)
+            return _back(request, slug, job)
+        messages.success(request, f"Run #{child.pk} resumes from step {step} of run #{job.pk}.")
+        return redirect(f"/p/{slug}/jobs/{child.pk}/")
+    return render(request, "monitoring/rollback.html", {"project": access.project, "access": access, "job": job,
+                                                        "step": step, "form": form,
+                                                        "hp": selectors.job_hp(job)})
+
+
+@require_POST
+def export(request, slug, job_id, step):
+    _access, job = _job(request, slug, job_id, Role.ENGINEER)
+    form = ExportForm(request.POST)
+    merge = not (form.is_valid() and form.cleaned_data.get("variant") == "adapter")
+    try:
+        ckpt = services.checkpoint_get(job=job, step=step)
+        path = services.checkpoint_export(checkpoint=ckpt, user=request.user, merge_lora=merge)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return _back(request, slug, job)
+    return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type="application/zip")
+
+
+@require_POST
+def evaluate(request, slug, job_id, step):
+    _access, job = _job(request, slug, job_id, Role.ENGINEER)
+    try:
+        ckpt = services.checkpoint_get(job=job, step=step)
+        services.evaluation_request(checkpoint=ckpt, user=request.user)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Evaluating step {ckpt.step}; the win rate appears in the checkpoint table.")
+    return _back(request, slug, job)
+
+
+@require_POST
+def human_eval_create(request, slug, job_id, step):
+    _access, job = _job(request, slug, job_id, Role.ENGINEER)
+    form = HumanEvalForm(request.POST)
+    limit = form.cleaned_data["limit"] if form.is_valid() else 50
+    try:
+        ckpt = services.checkpoint_get(job=job, step=step)
+        task = services.human_eval_create(checkpoint=ckpt, user=request.user, limit=limit)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return _back(request, slug, job)
+    messages.success(request, f"Human evaluation #{task.pk} is open: reviewers find it under Human evaluation.")
+    return redirect("monitor-human-eval", slug=slug, task_id=task.pk)
+
+
+def compare(request, slug):
+    access = project_access(request.user, slug)
+    jobs = list(Job.objects.filter(project=access.project).order_by("-created_at")[:200])
+    try:
+        selected = [int(v) for v in request.GET.getlist("jobs")]
+    except ValueError:
+        selected = []
+    selected = [j.pk for j in jobs if j.pk in selected]
+    names = sorted(set(MetricPoint.objects.filter(job_id__in=selected).values_list("name", flat=True).distinct())) \
+        if selected else []
+    name = request.GET.get("name") or ("critic/score/mean" if "critic/score/mean" in names else
+                                       (names[0] if names else ""))
+    compare_config = {"api": f"/api/projects/{slug}/monitor/compare/", "jobs": selected, "name": name}
+    return render(request, "monitoring/compare.html", {
+        "project": access.project, "access": access, "jobs": jobs, "selected": selected, "names": names,
+        "name": name, "compare_config": compare_config})
+
+
+def human_eval_list(request, slug):
+    access = project_access(request.user, slug)
+    tasks = HumanEvalTask.objects.filter(project=access.project).select_related("checkpoint__job", "created_by")
+    rows = []
+    for task in tasks[:100]:
+        summary = selectors.human_eval_summary(task)
+        mine = task.items.filter(verdicts__reviewer=request.user).count()
+        rows.append({"task": task, "summary": summary, "mine": mine})
+    return render(request, "monitoring/human_eval_list.html", {"project": access.project, "access": access,
+                                                               "rows": rows})
+
+
+def human_eval_detail(request, slug, task_id):
+    access = project_access(request.user, slug)
+    task = get_object_or_404(HumanEvalTask.objects.select_related("checkpoint__job"), pk=task_id,
+                             project=access.project)
+    summary = selectors.human_eval_summary(task)
+    return render(request, "monitoring/human_eval_detail.html", {
+        "project": access.project, "access": access, "task": task, "summary": summary,
+        "mine": task.items.filter(verdicts__reviewer=request.user).count()})
+
+
+def human_eval_review(request, slug, task_id):
+    """The blind review screen: one item at a time, sides as recorded, no scores shown."""
+    access = project_access(request.user, slug, Role.REVIEWER)
+    task = get_object_or_404(HumanEvalTask, pk=task_id, project=access.project)
+    item = None
+    if request.GET.get("item"):
+        item = task.items.filter(pk=request.GET["item"]).first() if request.GET["item"].isdigit() else None
+    item = item or selectors.next_item_for(task, request.user)
+    verdict = item.verdicts.filter(reviewer=request.user).first() if item else None
+    done = task.items.filter(verdicts__reviewer=request.user).count()
+    return render(request, "monitoring/human_eval_review.html", {
+        "project": access.project, "access": access, "task": task, "item": item, "verdict": verdict,
+        "done": done, "total": task.items.count(),
+        "response_a": item.response("a") if item else "", "response_b": item.response("b") if item else ""})
+
+
+@require_POST
+def human_eval_toggle(request, slug, task_id):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    task = get_object_or_404(HumanEvalTask, pk=task_id, project=access.project)
+    services.human_eval_set_open(task=task, user=request.user, is_open=not task.is_open)
+    messages.success(request, "Evaluation reopened." if task.is_open else "Evaluation closed.")
+    return redirect("monitor-human-eval", slug=slug, task_id=task.pk)

@@ -1,0 +1,132 @@
+"""The stored counters of the review (per version, per reviewer, vote profiles, reviewer-pair tables).
+
+Services add differences computed by webapp.review.tally; `counters_rebuild` recomputes them all from
+the reviews, to repair them or to set them up after a bulk load.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Mapping
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q, Sum
+
+from webapp.datasets.models import DatasetVersion
+from webapp.review import tally
+from webapp.review.models import (
+    Assignment,
+    Comment,
+    PairAgreement,
+    PairState,
+    ResponseEdit,
+    Review,
+    ReviewerStats,
+    State,
+    VersionReviewStats,
+    VoteProfile,
+)
+
+
+def bump(model, lookup: dict, **increments: int) -> None:
+    """Add to counter columns of the row matching `lookup`, creating it on first use."""
+    increments = {k: v for k, v in increments.items() if v}
+    if not increments:
+        return
+    updates = {k: F(k) + v for k, v in increments.items()}
+    if model.objects.filter(**lookup).update(**updates):
+        return
+    try:
+        with transaction.atomic():
+            model.objects.create(**lookup, **increments)
+    except IntegrityError:  # created concurrently: add to it
+        model.objects.filter(**lookup).update(**updates)
+
+
+def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
+                reviewer_work: Mapping[int, Mapping[str, int]] | None = None, reviews: int = 0) -> None:
+    """Add a tally delta (contribution(new) - contribution(old)) and work counts to the stored counters.
+
+    Rows are updated in one fixed order (profiles, reviewer pairs, reviewers by id, then the version)
+    so two concurrent decisions never wait on each other's locks in a cycle.
+    """
+    state_updates = {}
+    profiles: dict[tuple, int] = {}
+    pairs: dict[tuple, int] = {}
+    reviewer_updates: dict[int, dict[str, int]] = defaultdict(dict)
+    for reviewer_id, work in (reviewer_work or {}).items():
+        reviewer_updates[reviewer_id].update(work)
+    for key, value in delta.items():
+        kind = key[0]
+        if kind == "state":
+            state_updates[f"n_{key[1]}"] = F(f"n_{key[1]}") + value
+        elif kind == "profile":
+            profiles[key[1]] = value
+        elif kind == "pair":
+            pairs[key[1:]] = value
+        else:  # final_total / final_agree
+            reviewer_updates[key[1]][kind] = reviewer_updates[key[1]].get(kind, 0) + value
+    for (a, s, r, f), value in sorted(profiles.items()):
+        bump(VoteProfile, {"version_id": version_id, "approve": a, "swap": s, "reject": r, "flag": f}, count=value)
+    for (rater_a, rater_b, label_a, label_b), value in sorted(pairs.items()):
+        bump(PairAgreement, {"version_id": version_id, "rater_a_id": rater_a, "rater_b_id": rater_b,
+                             "label_a": label_a, "label_b": label_b}, count=value)
+    for reviewer_id in sorted(reviewer_updates):
+        bump(ReviewerStats, {"version_id": version_id, "reviewer_id": reviewer_id}, **reviewer_updates[reviewer_id])
+    if reviews:
+        state_updates["reviews"] = F("reviews") + reviews
+    if state_updates:
+        VersionReviewStats.objects.filter(pk=version_id).update(**state_updates)
+
+
+@transaction.atomic
+def counters_rebuild(*, version: DatasetVersion) -> VersionReviewStats:
+    """Recompute every counter of a version from its pair states and reviews (assignments included)."""
+    states = dict(PairState.objects.filter(version=version).order_by().values_list("state").annotate(n=Count("pk")))
+    labels: dict[int, dict[int, str]] = defaultdict(dict)
+    for row_id, reviewer_id, label in (Review.objects.filter(version=version).values_list("row_id", "reviewer_id",
+                                                                                          "label").iterator(chunk_size=5000)):
+        labels[row_id][reviewer_id] = label
+    total: Counter = Counter()
+    for row_id, state, final_label in (PairState.objects.filter(version=version, review_count__gt=0)
+                                       .values_list("pk", "state", "final_label").iterator(chunk_size=5000)):
+        total.update(tally.contribution(tally.RowSnapshot(state, final_label, labels.get(row_id, {}))))
+    VoteProfile.objects.filter(version=version).delete()
+    PairAgreement.objects.filter(version=version).delete()
+    VoteProfile.objects.bulk_create([
+        VoteProfile(version=version, approve=k[1][0], swap=k[1][1], reject=k[1][2], flag=k[1][3], count=n)
+        for k, n in total.items() if k[0] == "profile" and n])
+    PairAgreement.objects.bulk_create([
+        PairAgreement(version=version, rater_a_id=k[1], rater_b_id=k[2], label_a=k[3], label_b=k[4], count=n)
+        for k, n in total.items() if k[0] == "pair" and n], batch_size=1000)
+    per_reviewer: dict[int, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for key, n in total.items():
+        if key[0] in ("final_total", "final_agree"):
+            per_reviewer[key[1]][key[0]] += n
+    for reviewer_id, assigned in (Assignment.objects.filter(version=version).order_by().values_list("reviewer_id")
+                                  .annotate(n=Count("pk"))):
+        per_reviewer[reviewer_id]["assigned"] = assigned
+    for reviewer_id, done, time_total in (Review.objects.filter(version=version).order_by().values_list("reviewer_id")
+                                          .annotate(n=Count("pk"), t=Sum("time_ms"))):
+        per_reviewer[reviewer_id]["done"] = done
+        per_reviewer[reviewer_id]["time_ms_total"] = time_total
+    ReviewerStats.objects.filter(version=version).delete()
+    ReviewerStats.objects.bulk_create([ReviewerStats(version=version, reviewer_id=rid, **values)
+                                       for rid, values in per_reviewer.items()])
+    _rebuild_row_counts(version)
+    sources = list(version.rows.order_by("data_source").values_list("data_source", flat=True).distinct()[:500])
+    stats, _ = VersionReviewStats.objects.update_or_create(version=version, defaults={
+        "data_sources": sources,
+        "total": sum(states.values()), "reviews": sum(len(v) for v in labels.values()),
+        **{f"n_{s}": states.get(s, 0) for s in State.values}})
+    return stats
+
+
+
+def _rebuild_row_counts(version: DatasetVersion) -> None:
+    """PairState.n_edits / n_comments from the edit and comment tables."""
+    PairState.objects.filter(version=version).filter(Q(n_edits__gt=0) | Q(n_comments__gt=0)).update(
+        n_edits=0, n_comments=0)
+    for model, field in ((ResponseEdit, "n_edits"), (Comment, "n_comments")):
+        counts = model.objects.filter(version=version).order_by().values_list("row_id").annotate(n=Count("pk"))
+        for row_id, n in counts.iterator(chunk_size=5000):
+            PairState.objects.filter(pk=row_id).update(**{field: n})

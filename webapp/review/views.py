@@ -1,0 +1,179 @@
+"""Review pages: version list, the review screen (driven by the JSON API), bulk list, stats, conflicts."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from webapp.core.access import project_access
+from webapp.core.forms import apply_error
+from webapp.core.models import Role
+from webapp.core.services import ApplicationError
+from webapp.review import selectors, services
+from webapp.review.forms import BulkForm, PairFilterForm, ReleaseForm, ResolveForm
+from webapp.review.models import ReviewerStats, VersionReviewStats
+from webapp.review.stats import version_stats
+
+
+def _version(access, version_id: int):
+    version = selectors.version_for_review(access.project, version_id)
+    if version is None:
+        raise Http404("No ready preference dataset version with this id in this project.")
+    return version
+
+
+def _ctx(access, version=None, **extra) -> dict:
+    return {"project": access.project, "access": access, "version": version, **extra}
+
+
+def _after(request) -> int | None:
+    raw = request.GET.get("after", "")
+    return int(raw) if raw.isdigit() else None
+
+
+def index(request, slug):
+    access = project_access(request.user, slug)
+    versions = list(selectors.review_versions(access.project))
+    counters = {s.pk: s for s in VersionReviewStats.objects.filter(pk__in=[v.pk for v in versions])}
+    mine = {s.version_id: s for s in ReviewerStats.objects.filter(version__in=versions, reviewer=request.user)}
+    rows = [{"version": v, "stats": counters.get(v.pk), "mine": mine.get(v.pk)} for v in versions]
+    return render(request, "review/index.html", _ctx(access, rows=rows))
+
+
+def screen(request, slug, version_id):
+    access = project_access(request.user, slug, Role.REVIEWER)
+    version = _version(access, version_id)
+    try:
+        services.ensure_pair_states(version=version)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect("review-index", slug=slug)
+    api = f"/api/projects/{slug}/review/versions/{version.pk}/"
+    start_row = request.GET.get("row", "")
+    return render(request, "review/screen.html", _ctx(access, version, api=api,
+                                                       start_row=start_row if start_row.isdigit() else ""))
+
+
+def _reviewer_choices(project) -> list[tuple[int, str]]:
+    return list(get_user_model().objects.filter(memberships__project=project, memberships__role__in=[
+        Role.REVIEWER, Role.ENGINEER, Role.ADMIN]).order_by("username").values_list("pk", "username"))
+
+
+def pairs(request, slug, version_id):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    version = _version(access, version_id)
+    try:
+        counters = services.ensure_pair_states(version=version)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect("review-index", slug=slug)
+    filter_form = PairFilterForm(request.GET or None, sources=counters.data_sources,
+                                 reviewers=_reviewer_choices(access.project))
+    pair_filter = filter_form.to_filter()
+    bulk_form = BulkForm(request.POST or None)
+    if request.method == "POST" and bulk_form.is_valid():
+        if bulk_form.cleaned_data["scope"] == "matching":
+            row_ids = selectors.pair_row_ids(version=version, f=pair_filter, limit=services.BULK_MAX_ROWS + 1)
+        else:
+            row_ids = bulk_form.cleaned_data["rows"]
+        try:
+            n = services.bulk_apply(actor=request.user, project=access.project, version=version, row_ids=row_ids,
+                                    action=bulk_form.cleaned_data["action"])
+        except ApplicationError as exc:
+            apply_error(bulk_form, exc)
+        else:
+            messages.success(request, f"{bulk_form.cleaned_data['action'].capitalize()} applied to {n:,} pairs.")
+            return redirect(request.get_full_path())
+    page, next_after = selectors.pairs_page(version=version, f=pair_filter, after=_after(request))
+    reviews = selectors.reviews_by_row([s.pk for s in page])
+    rows = [{"state": s, "reviews": reviews.get(s.pk, [])} for s in page]
+    query = request.GET.copy()
+    query.pop("after", None)
+    # Exact totals come from the counters when only the state is filtered; otherwise none (no COUNT(*)).
+    total = None
+    if pair_filter.is_empty():
+        total = counters.total
+    elif _only_state(pair_filter):
+        total = counters.count(pair_filter.state)
+    return render(request, "review/pairs.html", _ctx(
+        access, version, filter_form=filter_form, bulk_form=bulk_form, rows=rows, next_after=next_after,
+        query=query.urlencode(), total=total, bulk_max=services.BULK_MAX_ROWS))
+
+
+def _only_state(f: selectors.PairFilter) -> bool:
+    return selectors.PairFilter(state=f.state) == f
+
+
+def stats(request, slug, version_id):
+    access = project_access(request.user, slug)
+    version = _version(access, version_id)
+    data = version_stats(version=version, overlap=access.project.review_overlap)
+    return render(request, "review/stats.html", _ctx(access, version, stats=data))
+
+
+def conflicts(request, slug, version_id):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    version = _version(access, version_id)
+    page, next_after = selectors.conflicts_page(version=version, after=_after(request))
+    reviews = selectors.reviews_by_row([s.pk for s in page])
+    rows = [{"state": s, "reviews": reviews.get(s.pk, [])} for s in page]
+    counters = VersionReviewStats.objects.filter(pk=version.pk).first()
+    return render(request, "review/conflicts.html", _ctx(access, version, rows=rows, next_after=next_after,
+                                                         counters=counters))
+
+
+def item(request, slug, version_id, row_id):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    version = _version(access, version_id)
+    services.ensure_pair_states(version=version)
+    row = selectors.load_row(version, row_id)
+    if row is None:
+        raise Http404("No such pair in this dataset version.")
+    form = ResolveForm(request.POST or None)
+    if request.method == "POST":
+        project_access(request.user, slug, Role.ADMIN)
+        if form.is_valid():
+            try:
+                services.conflict_resolve(actor=request.user, project=access.project, row=row,
+                                          label=form.cleaned_data["label"])
+            except ApplicationError as exc:
+                apply_error(form, exc)
+            else:
+                messages.success(request, f"Row {row.index} resolved: {form.cleaned_data['label']}.")
+                nxt = _safe_next(request.POST.get("next", ""))
+                if nxt:
+                    return redirect(nxt)
+                return redirect(reverse("review-item", args=[slug, version.pk, row.pk]))
+    payload = selectors.item_payload(row=row, user=request.user, access=access)
+    # The item page shows the dataset's orientation: chosen on the left.
+    panes = sorted([payload["left"], payload["right"]], key=lambda pane: pane["side"] != "chosen")
+    return render(request, "review/item.html", _ctx(
+        access, version, row=row, payload=payload, panes=panes, prompt_html=payload["prompt_html"], form=form,
+        edits=row.response_edits.select_related("author").order_by("side", "revision"),
+        next=_safe_next(request.GET.get("next", ""))))
+
+
+def _safe_next(url: str) -> str:
+    # Only paths inside the app: never an absolute URL or a javascript: link.
+    return url if url.startswith("/p/") and not url.startswith("//") else ""
+
+
+@require_POST
+def release(request, slug, version_id):
+    access = project_access(request.user, slug, Role.ADMIN)
+    version = _version(access, version_id)
+    form = ReleaseForm(request.POST)
+    if form.is_valid():
+        reviewer = get_user_model().objects.filter(pk=form.cleaned_data["reviewer"]).first()
+        if reviewer is None:
+            messages.error(request, "No such reviewer.")
+        else:
+            n = services.assignments_release(actor=request.user, project=access.project, version=version,
+                                             reviewer=reviewer)
+            messages.success(request, f"Released {n} open pairs of {reviewer.username}.")
+    else:
+        messages.error(request, "Choose a reviewer.")
+    return redirect("review-stats", slug=slug, version_id=version.pk)

@@ -1,0 +1,33 @@
+"""Demo content: the "exact-match" reward function (version 1) used by the demo GRPO job."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from webapp.rewards.models import RewardFunction
+from webapp.rewards.services import reward_function_create
+
+DEMO_REWARD_NAME = "exact-match"
+
+
+def demo_reward_source() -> str:
+    """The demo job's reward (training.demo, so that the demo learns), else the exact_match template."""
+    try:
+        from training.demo import EXACT_MATCH_SOURCE
+
+        return EXACT_MATCH_SOURCE
+    except ImportError:
+        from training.reward_templates import list_templates
+
+        return next(t["source"] for t in list_templates() if t["name"] == "exact_match")
+
+
+def seed_demo(*, project, user, log: Callable[[str], None] = print) -> RewardFunction:
+    existing = RewardFunction.objects.filter(project=project, name=DEMO_REWARD_NAME).first()
+    if existing is not None:
+        return existing
+    function = reward_function_create(
+        project=project, user=user, name=DEMO_REWARD_NAME, source=demo_reward_source(),
+        description="1.0 when the response, trimmed, equals the ground truth (the demo's sums); else 0.0.",
+        message="Demo exact-match reward")
+    log(f"created reward function {DEMO_REWARD_NAME} v1")
+    return function

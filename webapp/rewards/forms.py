@@ -1,0 +1,164 @@
+"""Forms: reward functions, versions, test-runs, and the reusable reward-spec widget for job launches."""
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from webapp.core.services import ApplicationError
+from webapp.rewards import selectors
+from webapp.rewards.samples import MAX_SAMPLES
+from webapp.rewards.services import SHAPING_LABELS, SHAPINGS, reward_spec_validate
+
+SOURCE_WIDGET = forms.Textarea(attrs={"rows": 22, "spellcheck": "false", "data-code-editor": "python",
+                                      "class": "code-source"})
+
+
+class RewardFunctionForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="Letters, digits, spaces, '.', '_' or '-'; "
+                                                     "jobs write the source to reward/<name>.py.")
+    description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
+    entry_point = forms.CharField(max_length=100, initial="compute_score", label="Function name",
+                                  help_text="VERL's custom_reward_function.name (compute_score by default).")
+    source = forms.CharField(widget=SOURCE_WIDGET, strip=False, label="Source")
+    message = forms.CharField(max_length=300, required=False, label="Version message")
+
+
+class RewardVersionForm(forms.Form):
+    source = forms.CharField(widget=SOURCE_WIDGET, strip=False, label="Source")
+    entry_point = forms.CharField(max_length=100, label="Function name")
+    message = forms.CharField(max_length=300, required=False, label="Version message",
+                              widget=forms.TextInput(attrs={"placeholder": "What changed and why"}))
+
+
+class RewardTestRunForm(forms.Form):
+
+    dataset_version = forms.TypedChoiceField(coerce=int, required=False, empty_value=None,
+                                             label="Dataset version")
+    split = forms.ChoiceField(choices=[("", "All rows"), ("train", "Train"), ("val", "Validation")],
+                              required=False)
+    limit = forms.IntegerField(min_value=1, max_value=MAX_SAMPLES, initial=20, required=False,
+                               label="Samples (N)",
+                               help_text="The first N rows by index (ignored when responses are pasted).")
+    responses = forms.CharField(widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false"}), required=False,
+                                strip=False, label="Or paste responses",
+                                help_text="One response per line, or a JSON list of strings or of objects "
+                                          "{\"response\", \"ground_truth\", \"data_source\", \"extra_info\"}. "
+                                          "Response i is scored against row i of the dataset version, if one "
+                                          "is chosen.")
+    # The editor's current text (may be unsaved); empty: the saved version `version` (default: latest).
+    source = forms.CharField(widget=forms.HiddenInput, required=False, strip=False)
+    entry_point = forms.CharField(widget=forms.HiddenInput, required=False)
+    version = forms.IntegerField(widget=forms.HiddenInput, required=False, min_value=1)
+
+    def __init__(self, *args, project, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["dataset_version"].choices = [("", "— none (pasted responses only) —")] + [
+            (dv.pk, f"{dv.dataset.name} v{dv.number} · {dv.dataset.get_kind_display()} · {dv.row_count} rows")
+            for dv in selectors.testable_dataset_versions(project=project)]
+
+
+# ---- the reward spec widget -------------------------------------------------------------------------
+
+def _weight_field(label: str) -> forms.FloatField:
+    return forms.FloatField(required=False, label=label, widget=forms.NumberInput(
+        attrs={"step": "any", "min": "0", "placeholder": "not used", "class": "weight"}))
+
+
+class RewardSpecForm(forms.Form):
+    """Pick function versions and reward models with weights, and a shaping; `cleaned_data["reward_spec"]`.
+
+    Usage in a launch form: `RewardSpecForm(request.POST or None, project=project, prefix="reward")`,
+    rendered with `{% include "rewards/_reward_spec_fields.html" with form=reward_form %}`.
+    A component is used when its weight is above 0; a blank weight leaves it out.
+    """
+
+    shaping = forms.ChoiceField(choices=[(s, SHAPING_LABELS[s]) for s in SHAPINGS], initial="raw",
+                                label="Reward shaping")
+
+    def __init__(self, *args, project, initial_spec: dict | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.project = project
+        self._functions: list[tuple[Any, str, str]] = []
+        self._models: list[tuple[Any, str]] = []
+        for fn in selectors.reward_function_list(project=project).prefetch_related("versions"):
+            versions = sorted(fn.versions.all(), key=lambda v: -v.number)
+            if not versions:
+                continue
+            vname, wname = f"fn_{fn.pk}_version", f"fn_{fn.pk}_weight"
+            self.fields[vname] = forms.TypedChoiceField(
+                coerce=int, label=f"{fn.name} version", initial=versions[0].pk,
+                choices=[(v.pk, f"v{v.number} · {v.sha256[:8]}{' · ' + v.message if v.message else ''}"[:90])
+                         for v in versions])
+            self.fields[wname] = _weight_field(f"{fn.name} weight")
+            self._functions.append((fn, vname, wname))
+        for model in selectors.reward_models(project=project):
+            wname = f"rm_{model.pk}_weight"
+            self.fields[wname] = _weight_field(f"{model.name} weight")
+            self._models.append((model, wname))
+        if initial_spec:
+            self._apply_initial(initial_spec)
+
+    def _apply_initial(self, spec: dict) -> None:
+        self.initial["shaping"] = spec.get("shaping", "raw")
+        by_version = {}
+        for fn, vname, _ in self._functions:
+            for pk, _label in self.fields[vname].choices:
+                by_version[pk] = fn.pk
+        for comp in spec.get("components") or []:
+            if comp.get("type") == "function" and comp.get("version_id") in by_version:
+                fn_pk = by_version[comp["version_id"]]
+                self.initial[f"fn_{fn_pk}_version"] = comp["version_id"]
+                self.initial[f"fn_{fn_pk}_weight"] = comp.get("weight", 1.0)
+            elif comp.get("type") == "model":
+                self.initial[f"rm_{comp.get('model_id')}_weight"] = comp.get("weight", 1.0)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self._functions and not self._models
+
+    def function_rows(self):
+        for fn, vname, wname in self._functions:
+            yield {"function": fn, "version": self[vname], "weight": self[wname]}
+
+    def model_rows(self):
+        for model, wname in self._models:
+            yield {"model": model, "weight": self[wname]}
+
+    def clean(self):
+        cleaned = super().clean()
+        for name, value in list(cleaned.items()):
+            if name.endswith("_weight") and value is not None and value < 0:
+                self.add_error(name, "A weight must be above 0; leave it blank to leave this reward out.")
+        if self.errors:
+            return cleaned
+        try:
+            cleaned["reward_spec"] = reward_spec_validate(project=self.project, spec=build_reward_spec(cleaned))
+        except ApplicationError as exc:
+            self.add_error("shaping" if exc.field == "shaping" else None, exc.message)
+        return cleaned
+
+
+def build_reward_spec(cleaned: dict) -> dict:
+    """Turn RewardSpecForm's cleaned data (fn_<id>_version/_weight, rm_<id>_weight, shaping) into a reward spec.
+
+    Components with a blank or zero weight are left out; validation happens in reward_spec_validate.
+    """
+    components: list[dict] = []
+    for name in sorted(cleaned, key=_field_order):
+        weight = cleaned[name]
+        if not name.endswith("_weight") or weight is None or weight == 0:
+            continue
+        kind, pk, _ = name.split("_", 2)
+        if kind == "fn":
+            components.append({"type": "function", "version_id": cleaned.get(f"fn_{pk}_version"),
+                               "weight": float(weight)})
+        elif kind == "rm":
+            components.append({"type": "model", "model_id": int(pk), "weight": float(weight)})
+    return {"shaping": cleaned.get("shaping") or "raw", "components": components}
+
+
+def _field_order(name: str) -> tuple[int, int]:
+    parts = name.split("_")
+    kind = {"fn": 0, "rm": 1}.get(parts[0], 2)
+    return kind, int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else 0

@@ -1,0 +1,90 @@
+"""`python manage.py reward_check REWARD_FILE --dataset DATASET [--project SLUG] [--limit N] [--responses FILE]`
+
+Checks a reward file (syntax, signature), scores it in the sandbox on the first N rows of a dataset
+version or on pasted responses, and prints the results as JSON. Nothing is stored. Exit status 1
+when the file cannot be checked or loaded; scoring errors of single samples are in the JSON.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from webapp.core.models import Project
+from webapp.core.services import ApplicationError
+from webapp.rewards.scoring import reward_file_check
+from webapp.rewards.services import SourceError
+
+
+def resolve_dataset_version(spec: str, project_slug: str | None):
+    """DATASET is NAME (latest ready version), NAME@N (version N) or a dataset version id."""
+    from webapp.datasets.models import DatasetVersion, VersionStatus
+
+    qs = DatasetVersion.objects.select_related("dataset__project")
+    if project_slug:
+        if not Project.objects.filter(slug=project_slug).exists():
+            raise CommandError(f"No project with the slug '{project_slug}'.")
+        qs = qs.filter(dataset__project__slug=project_slug)
+    name, _, number = spec.rpartition("@") if "@" in spec else (spec, "", "")
+    by_name = qs.filter(dataset__name=name)
+    if number:
+        if not number.lstrip("v").isdigit():
+            raise CommandError(f"'{spec}': the version after '@' must be a number, e.g. {name}@2.")
+        by_name = by_name.filter(number=int(number.lstrip("v")))
+    else:
+        by_name = by_name.filter(status=VersionStatus.READY).order_by("-number")
+    projects = {dv.dataset.project.slug for dv in by_name}
+    if len(projects) > 1:
+        raise CommandError(f"Datasets named '{name}' exist in several projects ({', '.join(sorted(projects))}); "
+                           "add --project SLUG.")
+    found = by_name.first()
+    if found is None and spec.isdigit():
+        found = qs.filter(pk=int(spec)).first()
+    if found is None:
+        raise CommandError(f"No dataset version '{spec}'" + (f" in project {project_slug}" if project_slug else "")
+                           + ". Use NAME, NAME@VERSION or a dataset version id.")
+    return found
+
+
+class Command(BaseCommand):
+    help = "Score a reward file in the sandbox on dataset rows or responses and print JSON results."
+
+    def add_arguments(self, parser):
+        parser.add_argument("reward_file", help="a Python file defining compute_score (VERL's contract)")
+        parser.add_argument("--dataset", help="NAME, NAME@VERSION or a dataset version id")
+        parser.add_argument("--project", help="project slug (needed when several projects have the dataset)")
+        parser.add_argument("--limit", type=int, default=20, help="the first N rows (default 20)")
+        parser.add_argument("--split", choices=["", "train", "val"], default="", help="rows of one split only")
+        parser.add_argument("--responses", help="a file of responses (one per line, or JSON); '-' reads stdin")
+        parser.add_argument("--name", default="compute_score", help="the function to call (default compute_score)")
+        parser.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+
+    def handle(self, *args, **opts):
+        path = Path(opts["reward_file"])
+        try:
+            source = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"Cannot read {path}: {exc}") from None
+        responses = ""
+        if opts["responses"]:
+            try:
+                responses = sys.stdin.read() if opts["responses"] == "-" else \
+                    Path(opts["responses"]).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise CommandError(f"Cannot read the responses file: {exc}") from None
+        if not opts["dataset"] and not responses.strip():
+            raise CommandError("Give --dataset DATASET, or --responses FILE, or both.")
+        dataset_version = resolve_dataset_version(opts["dataset"], opts["project"]) if opts["dataset"] else None
+        try:
+            result = reward_file_check(source=source, entry_point=opts["name"], dataset_version=dataset_version,
+                                       split=opts["split"], limit=opts["limit"], responses_text=responses)
+        except SourceError as exc:
+            raise CommandError(f"{path}: {exc.message}") from None
+        except ApplicationError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(json.dumps(result, indent=opts["indent"] or None, default=str))
+        if not result["ok"]:
+            line = f" (line {result['error_lineno']})" if result["error_lineno"] else ""
+            raise CommandError(result["error"] + line)

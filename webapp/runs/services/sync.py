@@ -1,0 +1,273 @@
+"""Follow running jobs through their run directories: metrics, checkpoints, heartbeat, exit.
+
+Called every 2 s by the beat task (`jobs.tasks.sync_runs` -> `sync_active_jobs`). Idempotent:
+each attempt keeps the byte offset where ingestion stopped, MetricPoint is unique per
+(job, name, step) and upserted, and a point from a later attempt is never overwritten by an
+earlier one. At the end of each job's sync, `webapp.monitoring.hooks.after_sync(job, new_points)`
+runs when that module exists (the KL guard lives there).
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from webapp.runs.models import (
+    ACTIVE_STATES, Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, MetricPoint, RunEvent,
+)
+
+log = logging.getLogger(__name__)
+LIVE = (JobState.STARTING, JobState.RUNNING)
+ERROR_TAIL_LINES = 40
+
+
+def attempt_dir(job: Job, number: int) -> Path:
+    return Path(job.run_dir) / "attempts" / str(number)
+
+
+def tail_lines(path: Path, n: int = 200, max_bytes: int = 256 * 1024) -> list[str]:
+    """The last `n` lines of a (possibly huge) log file."""
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except FileNotFoundError:
+        return []
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > max_bytes and lines:
+        lines = lines[1:]  # first line is probably cut
+    return lines[-n:]
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else None
+    except (OSError, ValueError):
+        return None
+
+
+# -- metrics -----------------------------------------------------------------------------------
+
+def _tail_for(path: Path, state: dict):
+    from training.ingest import MetricsTail
+
+    tail = MetricsTail(path)
+    tail.offset = int(state.get("offset", 0))
+    if state.get("head") is not None:
+        tail._head = bytes.fromhex(state["head"])
+    if state.get("ino") is not None:
+        tail._ino = int(state["ino"])
+    return tail
+
+
+def _tail_state(tail) -> dict:
+    return {"offset": tail.offset, "head": getattr(tail, "_head", b"").hex(), "ino": getattr(tail, "_ino", None)}
+
+
+def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
+    """Upsert the lines added to this attempt's metrics.jsonl since the last call; return the new points."""
+    tail = _tail_for(attempt_dir(job, attempt.number) / "metrics.jsonl", attempt.ingest or {})
+    records = tail.read_new()
+    state = _tail_state(tail)
+    if state != attempt.ingest:
+        attempt.ingest = state
+        JobAttempt.objects.filter(pk=attempt.pk).update(ingest=state)
+    if not records:
+        return []
+    values: dict[tuple[str, int], float | None] = {}
+    for step, data in records:
+        for name, value in data.items():
+            values[(name[:128], step)] = value  # a later line for the same step wins
+    steps = [s for _, s in values]
+    newer = set(MetricPoint.objects.filter(job=job, attempt__gt=attempt.number, step__gte=min(steps),
+                                           step__lte=max(steps)).values_list("name", "step"))
+    now = time.time()
+    points = [MetricPoint(job=job, name=name, step=step, value=value, wall_time=now, attempt=attempt.number)
+              for (name, step), value in values.items() if (name, step) not in newer]
+    if points:
+        MetricPoint.objects.bulk_create(points, batch_size=500, update_conflicts=True,
+                                        unique_fields=["job", "name", "step"],
+                                        update_fields=["value", "wall_time", "attempt"])
+    return points
+
+
+# -- checkpoints -------------------------------------------------------------------------------
+
+def sync_checkpoints(job: Job) -> list[Checkpoint]:
+    """Create/refresh Checkpoint rows from checkpoints/global_step_N; flag the ones gone from disk."""
+    from training.ingest import discover_checkpoints
+
+    run_dir = Path(job.run_dir)
+    infos = [i for i in discover_checkpoints(run_dir) if i.complete]
+    existing = {c.step: c for c in job.checkpoints.all()}
+    created = []
+    for info in infos:
+        metrics = (info.manifest or {}).get("metrics") or {}
+        if not metrics:  # VERL writes no manifest: take the step's logged metrics
+            metrics = dict(job.metric_points.filter(step=info.step).values_list("name", "value"))
+        path = str(Path(info.path).resolve())
+        ckpt = existing.get(info.step)
+        if ckpt is None:
+            ckpt = Checkpoint.objects.create(job=job, step=info.step, path=path, size_bytes=info.size_bytes,
+                                             metrics=metrics)
+            RunEvent.objects.create(job=job, kind="checkpoint", step=info.step,
+                                    message=f"checkpoint at step {info.step}", data={"checkpoint": ckpt.pk})
+            created.append(ckpt)
+        elif (ckpt.status != CheckpointStatus.AVAILABLE or ckpt.path != path or ckpt.size_bytes != info.size_bytes
+              or (metrics and ckpt.metrics != metrics)):
+            ckpt.status, ckpt.path, ckpt.size_bytes = CheckpointStatus.AVAILABLE, path, info.size_bytes
+            ckpt.metrics = metrics or ckpt.metrics
+            ckpt.save(update_fields=["status", "path", "size_bytes", "metrics", "updated_at"])
+    on_disk = {i.step for i in infos}
+    newest = max(on_disk, default=None)
+    for step, ckpt in existing.items():
+        if step not in on_disk and ckpt.status == CheckpointStatus.AVAILABLE and not Path(ckpt.path).exists():
+            ckpt.status = CheckpointStatus.DELETED if newest is not None and newest > step else CheckpointStatus.MISSING
+            ckpt.save(update_fields=["status", "updated_at"])
+    return created
+
+
+# -- attempt and job state ---------------------------------------------------------------------
+
+def _finish_attempt(job: Job, attempt: JobAttempt) -> None:
+    info = _read_json(attempt_dir(job, attempt.number) / "exit.json") or {}
+    rc = info.get("returncode")
+    if info.get("cancelled"):
+        state = JobState.CANCELLED
+    elif rc == 0:
+        state = JobState.SUCCEEDED
+    else:
+        state = JobState.FAILED
+    ended = info.get("ended_at")
+    attempt.state, attempt.returncode = state, rc if isinstance(rc, int) else None
+    attempt.ended_at = datetime.fromtimestamp(ended, UTC) if isinstance(ended, (int, float)) else timezone.now()
+    attempt.save(update_fields=["state", "returncode", "ended_at"])
+
+
+def _mark_lost(job: Job, attempt: JobAttempt) -> None:
+    attempt.state, attempt.ended_at = JobState.LOST, timezone.now()
+    attempt.save(update_fields=["state", "ended_at"])
+
+
+def _error_text(job: Job, attempt: JobAttempt) -> str:
+    info = _read_json(attempt_dir(job, attempt.number) / "exit.json") or {}
+    lines = tail_lines(attempt_dir(job, attempt.number) / "log.txt", ERROR_TAIL_LINES)
+    head = f"exit code {info.get('returncode')}" + (f": {info['error']}" if info.get("error") else "")
+    return head + ("\n" + "\n".join(lines) if lines else "")
+
+
+def _set_state(job: Job, state: str, message: str, **fields: Any) -> bool:
+    """Conditional transition from the state we read (a concurrent cancel/resume wins)."""
+    now = timezone.now()
+    final = state in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.LOST)
+    changed = Job.objects.filter(pk=job.pk, state=job.state).update(
+        state=state, updated_at=now, **({"finished_at": now} if final else {}), **fields)
+    if changed:
+        job.state = state
+        RunEvent.objects.create(job=job, kind="state", step=job.last_step or None, message=message[:500],
+                                data={"state": state})
+    return bool(changed)
+
+
+def _update_job_state(job: Job) -> None:
+    latest = job.attempts.order_by("-number").first()
+    stale = settings.RUN_HEARTBEAT_STALE_S
+    if job.state == JobState.STARTING and (latest is None or latest.supervisor_pid is None):
+        if timezone.now() - job.updated_at > timedelta(seconds=max(120, 4 * stale)):
+            _set_state(job, JobState.LOST, "lost: the worker stopped before the run started",
+                       error="The worker stopped before the training process started; resume or clone the job.")
+        return
+    if job.state not in LIVE or latest is None or latest.supervisor_pid is None:
+        return  # queued (maybe a resume waiting for its launch) or already final
+    if latest.state == JobState.SUCCEEDED:
+        _set_state(job, JobState.SUCCEEDED, "succeeded")
+    elif latest.state == JobState.CANCELLED:
+        _set_state(job, JobState.CANCELLED, "cancelled")
+    elif latest.state == JobState.FAILED:
+        error = _error_text(job, latest)
+        _set_state(job, JobState.FAILED, f"failed ({error.splitlines()[0]})", error=error[-5000:])
+    elif latest.state == JobState.LOST:
+        _set_state(job, JobState.LOST, "lost: no heartbeat from the training supervisor",
+                   error=f"No heartbeat for more than {stale} s: the worker or the training process died. "
+                         "Resume from the last checkpoint.")
+
+
+def sync_job(job: Job) -> list[MetricPoint]:
+    """One pass over a job's live attempts; returns the metric points it added or changed."""
+    from training.supervisor import attempt_state
+
+    new_points: list[MetricPoint] = []
+    with transaction.atomic():
+        locked = Job.objects.select_for_update(skip_locked=True).filter(pk=job.pk).first()
+        if locked is None:
+            return []  # another sync holds it
+        job = locked
+        if job.run_dir:
+            latest_step, beat = None, None
+            for attempt in job.attempts.filter(supervisor_pid__isnull=False, state__in=LIVE).order_by("number"):
+                adir = attempt_dir(job, attempt.number)
+                # Read the state first: exit.json is written after the child's last metrics line.
+                status = attempt_state(adir, settings.RUN_HEARTBEAT_STALE_S)
+                points = ingest_attempt_metrics(job, attempt)
+                new_points += points
+                if points:
+                    latest_step = max(p.step for p in points)
+                beat = (_read_json(adir / "heartbeat") or {}).get("time", beat)
+                if status == "exited":
+                    _finish_attempt(job, attempt)
+                elif status == "lost":
+                    _mark_lost(job, attempt)
+            sync_checkpoints(job)
+            fields = {}
+            if latest_step is not None:
+                fields["last_step"] = job.last_step = latest_step
+            if isinstance(beat, (int, float)):
+                fields["heartbeat_at"] = job.heartbeat_at = datetime.fromtimestamp(beat, UTC)
+            if fields:
+                Job.objects.filter(pk=job.pk).update(**fields)
+        _update_job_state(job)
+    _after_sync(job, new_points)
+    return new_points
+
+
+def _after_sync(job: Job, new_points: list[MetricPoint]) -> None:
+    try:
+        hooks = importlib.import_module("webapp.monitoring.hooks")
+    except ModuleNotFoundError as exc:
+        if exc.name in ("webapp.monitoring.hooks", "webapp.monitoring"):
+            return
+        raise
+    hook = getattr(hooks, "after_sync", None)
+    if hook is None:
+        return
+    try:
+        hook(Job.objects.get(pk=job.pk), new_points)
+    except Exception:  # noqa: BLE001 - a monitoring bug must not stop ingestion
+        log.exception("webapp.monitoring.hooks.after_sync failed for job %s", job.pk)
+
+
+def sync_active_jobs() -> int:
+    """Sync every job that is active or still has a live attempt; returns how many were synced."""
+    ids = list(Job.objects.filter(Q(state__in=ACTIVE_STATES) | Q(attempts__state__in=LIVE,
+                                                                  attempts__supervisor_pid__isnull=False))
+               .order_by("pk").values_list("pk", flat=True).distinct())
+    for job_id in ids:
+        try:
+            job = Job.objects.filter(pk=job_id).first()
+            if job is not None:
+                sync_job(job)
+        except Exception:  # noqa: BLE001 - one broken run must not stop the others
+            log.exception("syncing job %s failed", job_id)
+    return len(ids)

@@ -1,0 +1,259 @@
+"""Thin views for jobs and models: parse, check access, call one service, render."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Max
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from webapp.core.access import project_access
+from webapp.core.forms import apply_error
+from webapp.core.models import Role
+from webapp.core.services import ApplicationError
+from webapp.rewards.forms import RewardSpecForm, build_reward_spec
+from webapp.runs import selectors
+from webapp.runs.forms import (
+    INPUT_FIELDS, JobForm, ModelRegisterForm, ResumeForm, preset_backends, preset_table, settings_initial,
+)
+from webapp.runs.models import Job, JobState
+from webapp.runs.services import config as cfg
+from webapp.runs.services import launch, registry
+from webapp.runs.services.spec import build_spec, dry_run_text, plan_job, run_dir_for
+
+
+def _job_or_404(access, pk: int) -> Job:
+    job = selectors.job_get(project=access.project, pk=pk)
+    if job is None:
+        raise Http404("No such job")
+    return job
+
+
+def job_list(request, slug):
+    access = project_access(request.user, slug)
+    jobs = selectors.job_list(project=access.project)
+    state = request.GET.get("state", "")
+    if state in JobState.values:
+        jobs = jobs.filter(state=state)
+    page = Paginator(jobs, 50).get_page(request.GET.get("page"))
+    rows = [(job, selectors.job_progress(job)) for job in page]
+    return render(request, "runs/job_list.html", {"project": access.project, "access": access, "page": page,
+                                                  "rows": rows, "state": state, "states": JobState.choices})
+
+
+# -- launch form ---------------------------------------------------------------------------------
+
+def _forms(request, project, initial=None, reward_initial=None, data=None):
+    form = JobForm(data, project=project, initial=initial)
+    reward_form = RewardSpecForm(data, project=project, prefix="reward", initial_spec=reward_initial)
+    return form, reward_form
+
+
+def _plan(form: JobForm, reward_form: RewardSpecForm):
+    """Validate both forms and the job as a whole; errors land next to their fields. Returns (plan, kwargs)."""
+    form.is_valid()
+    reward_form.is_valid()
+    # The widget refuses "no reward" for every job; only GRPO needs one, and plan_job says so.
+    reward_form.errors.pop("__all__", None)
+    reward_spec = build_reward_spec(reward_form.cleaned_data) if not reward_form.errors else None
+    data = form.cleaned_data
+    if reward_spec is None or any(n in form.errors for n in ("kind", "backend", "preset", "dataset_version",
+                                                              "base_model", "teacher_model")):
+        return None, None
+    kwargs = {"project": form.project, "kind": data["kind"], "backend": data["backend"], "preset": data["preset"],
+              "hp_overrides": form.overrides(), "dataset_version": data["dataset_version"],
+              "reward_spec": reward_spec, "base_model": data["base_model"],
+              "teacher_model": data.get("teacher_model"), "include_unreviewed": data["include_unreviewed"]}
+    plan = plan_job(**kwargs)
+    if plan.errors:
+        form.apply_errors(plan.errors, reward_form)
+    return plan, kwargs
+
+
+def _preview(project, plan, kwargs) -> dict:
+    next_id = (Job.objects.aggregate(n=Max("id"))["n"] or 0) + 1
+    run_dir = run_dir_for(project, next_id)
+    spec = build_spec(job_id=next_id, kind=plan.kind, backend=plan.backend, config=plan.config,
+                      base_model=kwargs["base_model"], teacher_model=kwargs["teacher_model"],
+                      reward_spec=plan.reward_spec, versions=plan.reward_versions, models=plan.reward_models,
+                      has_val=bool(plan.pinned and plan.pinned.manifest["counts"]["val"]))
+    return {"yaml": cfg.to_yaml(spec), "command": dry_run_text(spec, run_dir), "run_dir": str(run_dir),
+            "manifest": plan.pinned.manifest if plan.pinned else {}}
+
+
+def _render_form(request, access, form, reward_form, clone_of=None, status=200):
+    return render(request, "runs/job_form.html", {
+        "project": access.project, "access": access, "form": form, "reward_form": reward_form,
+        "clone_of": clone_of, "presets": preset_table(), "preset_backends": preset_backends()}, status=status)
+
+
+def job_new(request, slug):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    project = access.project
+    if request.method != "POST":
+        kind, preset = request.GET.get("kind", "grpo"), request.GET.get("preset", "demo-cpu")
+        kind = kind if kind in cfg.KINDS else "grpo"
+        preset = preset if preset in cfg.PRESETS else "demo-cpu"
+        initial = {"kind": kind, "preset": preset, "backend": cfg.PRESETS[preset].get("backend", "local"),
+                   **settings_initial(cfg.base_config(kind, preset))}
+        form, reward_form = _forms(request, project, initial=initial)
+        return _render_form(request, access, form, reward_form)
+    action = request.POST.get("action", "review")
+    if action == "preset":  # no-JS path: refill the settings from the chosen preset
+        kind, preset = request.POST.get("kind", "grpo"), request.POST.get("preset", "demo-cpu")
+        if kind in cfg.KINDS and preset in cfg.PRESETS:
+            initial = {n: request.POST.get(n) for n in INPUT_FIELDS if request.POST.get(n) not in (None, "")}
+            initial.update(settings_initial(cfg.base_config(kind, preset)))
+            form, reward_form = _forms(request, project, initial=initial)
+            return _render_form(request, access, form, reward_form)
+    form, reward_form = _forms(request, project, data=request.POST)
+    plan, kwargs = _plan(form, reward_form)
+    if plan is None or plan.errors or form.errors or action == "edit":
+        return _render_form(request, access, form, reward_form, status=200 if action == "edit" else 400)
+    if action == "launch":
+        try:
+            job = launch.job_create(user=request.user, name=form.cleaned_data["name"], **kwargs)
+        except ApplicationError as exc:
+            form.apply_errors(getattr(exc, "errors", None) or {exc.field or "__all__": exc.message}, reward_form)
+            return _render_form(request, access, form, reward_form, status=400)
+        for message in plan.warnings.values():
+            messages.warning(request, message)
+        messages.success(request, f"Job #{job.pk} queued on the {job.queue} queue.")
+        return redirect("runs:detail", slug=slug, pk=job.pk)
+    hidden = [(k, v) for k in request.POST for v in request.POST.getlist(k) if k not in ("csrfmiddlewaretoken",
+                                                                                      "action")]
+    return render(request, "runs/job_review.html", {
+        "project": project, "access": access, "plan": plan, "hidden": hidden, "kwargs": kwargs,
+        "name": form.cleaned_data["name"], **_preview(project, plan, kwargs)})
+
+
+@require_POST
+def job_preview(request, slug):
+    """Live preview for the form: resolved YAML, exact command, and errors keyed by form field."""
+    access = project_access(request.user, slug, Role.ENGINEER)
+    form, reward_form = _forms(request, access.project, data=request.POST)
+    plan, kwargs = _plan(form, reward_form)
+    errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
+    errors.update({f"reward-{name}": [str(e) for e in errs] for name, errs in reward_form.errors.items()})
+    body = {"ok": plan is not None and not plan.errors and not errors, "errors": errors,
+            "warnings": {cfg.BY_KEY[k].form_name if k in cfg.BY_KEY else k: v
+                         for k, v in (plan.warnings if plan else {}).items()}}
+    if body["ok"]:
+        preview = _preview(access.project, plan, kwargs)
+        body.update(yaml=preview["yaml"], command=preview["command"], counts=preview["manifest"].get("counts"))
+    return JsonResponse(body)
+
+
+def job_clone(request, slug, pk):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    job = _job_or_404(access, pk)
+    initial = {"name": f"{job.name} (clone)", "kind": job.kind, "backend": job.backend, "preset": job.preset,
+               "dataset_version": job.dataset_version_id, "base_model": job.base_model_id,
+               "teacher_model": job.teacher_model_id,
+               "include_unreviewed": bool((job.config or {}).get("include_unreviewed")),
+               **settings_initial({**cfg.base_config(job.kind, job.preset),
+                                   **{k: v for k, v in (job.config or {}).items() if k in ("hp", "verl", "kl_guard")}})}
+    form, reward_form = _forms(request, access.project, initial=initial, reward_initial=job.reward_spec)
+    return _render_form(request, access, form, reward_form, clone_of=job)
+
+
+# -- job detail ----------------------------------------------------------------------------------
+
+def _job_yaml_and_command(job: Job) -> tuple[str, str]:
+    run_dir = Path(job.run_dir) if job.run_dir else run_dir_for(job.project, job.pk)
+    try:
+        spec = json.loads((run_dir / "job.json").read_text())
+    except (OSError, ValueError):
+        spec = launch.job_spec(job, resume_from=job.resume_checkpoint.path if job.resume_checkpoint else None)
+    attempt = launch.current_attempt(job)
+    command = ""
+    if attempt is not None:
+        try:
+            argv = json.loads((run_dir / "attempts" / str(attempt.number) / "launch.json").read_text())["argv"]
+            command = f"# attempt {attempt.number}, run dir {run_dir}\n" + " \\\n  ".join(argv)
+        except (OSError, ValueError, KeyError):
+            command = ""
+    if not command:
+        command = dry_run_text(spec, run_dir)
+    return cfg.to_yaml(spec), command
+
+
+def job_detail(request, slug, pk):
+    access = project_access(request.user, slug)
+    job = _job_or_404(access, pk)
+    spec_yaml, command = _job_yaml_and_command(job)
+    return render(request, "runs/job_detail.html", {
+        "project": access.project, "access": access, "job": job, "spec_yaml": spec_yaml, "command": command,
+        "attempts": job.attempts.order_by("number"), "events": selectors.job_events(job),
+        "manifest": job.data_manifest or {}, "reward_versions": selectors.reward_versions_of(job),
+        "checkpoints": selectors.available_checkpoints(job), "can_resume": selectors.can_resume(job),
+        "resume_target": launch.resume_target(job), "children": job.children.order_by("-created_at"),
+        "progress": selectors.job_progress(job), "resume_form": ResumeForm()})
+
+
+@require_GET
+def job_log(request, slug, pk):
+    access = project_access(request.user, slug)
+    job = _job_or_404(access, pk)
+    try:
+        attempt = int(request.GET["attempt"]) if request.GET.get("attempt") else None
+    except ValueError:
+        return JsonResponse({"detail": "attempt must be a number"}, status=400)
+    return JsonResponse(selectors.log_tail(job, attempt))
+
+
+@require_POST
+def job_cancel(request, slug, pk):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    job = _job_or_404(access, pk)
+    try:
+        launch.job_cancel(job=job, user=request.user)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Cancel requested for job #{job.pk}.")
+    return redirect("runs:detail", slug=slug, pk=job.pk)
+
+
+@require_POST
+def job_resume(request, slug, pk):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    job = _job_or_404(access, pk)
+    form = ResumeForm(request.POST)
+    checkpoint = None
+    if form.is_valid() and form.cleaned_data["checkpoint"] is not None:
+        checkpoint = job.checkpoints.filter(step=form.cleaned_data["checkpoint"]).first()
+        if checkpoint is None:
+            messages.error(request, f"Job #{job.pk} has no checkpoint at step {form.cleaned_data['checkpoint']}.")
+            return redirect("runs:detail", slug=slug, pk=job.pk)
+    try:
+        attempt = launch.job_resume(job=job, user=request.user, checkpoint=checkpoint)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Attempt {attempt.number} queued: resuming from {Path(attempt.resume_from).name}.")
+    return redirect("runs:detail", slug=slug, pk=job.pk)
+
+
+# -- models --------------------------------------------------------------------------------------
+
+def model_list(request, slug):
+    access = project_access(request.user, slug)
+    form = ModelRegisterForm(request.POST or None)
+    if request.method == "POST":
+        project_access(request.user, slug, Role.ENGINEER)
+        if form.is_valid():
+            try:
+                entry = registry.model_register(project=access.project, user=request.user, **form.cleaned_data)
+            except ApplicationError as exc:
+                apply_error(form, exc)
+            else:
+                messages.success(request, f"Registered {entry.name} ({entry.get_kind_display()}).")
+                return redirect("runs:models", slug=slug)
+    return render(request, "runs/model_list.html", {"project": access.project, "access": access, "form": form,
+                                                    "models": selectors.model_list(project=access.project)},
+                  status=400 if form.errors else 200)

@@ -1,0 +1,90 @@
+// Shared chart helpers for the monitoring pages (job panel, compare). Plotly is served locally.
+(function () {
+  const COLORS = ['#2457d6', '#d6452a', '#1a9a5a', '#9a56d6', '#c98a00', '#0f8fa8', '#d64796', '#5b6470'];
+  const EVENT_STYLE = {
+    checkpoint: {color: '#8a94a3', symbol: 'triangle-down', dash: 'dot', label: 'checkpoint'},
+    rollback: {color: '#c2410c', symbol: 'star', dash: 'dash', label: 'rollback'},
+    kl_guard: {color: '#b42318', symbol: 'x', dash: 'solid', label: 'KL guard'},
+    promote: {color: '#137333', symbol: 'diamond', dash: 'dash', label: 'promoted'},
+    resume: {color: '#9a6700', symbol: 'triangle-right', dash: 'dash', label: 'resume'},
+  };
+
+  // Debiased EMA (TensorBoard's smoothing): early points are not dragged towards 0.
+  function ema(values, weight) {
+    if (!weight) return values.slice();
+    const out = new Array(values.length);
+    let last = 0, n = 0;
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      if (v === null || !isFinite(v)) { out[i] = null; continue; }
+      last = last * weight + (1 - weight) * v;
+      n += 1;
+      out[i] = last / (1 - Math.pow(weight, n));
+    }
+    return out;
+  }
+
+  function rgba(hex, alpha) {
+    const n = parseInt(hex.slice(1), 16);
+    return `rgba(${(n >> 16) & 255},${(n >> 8) & 255},${n & 255},${alpha})`;
+  }
+
+  // x values of a series for the chosen axis: step, wall time (dates) or hours since `t0`.
+  function xOf(series, mode, t0) {
+    if (mode === 'time') return series.time.map((t) => (t === null ? null : new Date(t * 1000)));
+    if (mode === 'relative') return series.time.map((t) => (t === null ? null : (t - t0) / 3600));
+    return series.step;
+  }
+
+  function xTitle(mode) {
+    return mode === 'time' ? 'wall time' : mode === 'relative' ? 'hours since start' : 'step';
+  }
+
+  // x of an event (step, or its creation time).
+  function eventX(ev, mode, t0) {
+    if (mode === 'time') return new Date(ev.ts * 1000);
+    if (mode === 'relative') return (ev.ts - t0) / 3600;
+    return ev.step;
+  }
+
+  // Vertical lines (shapes) and a hoverable marker row (on a hidden 0..1 axis) for run events.
+  function eventDecorations(events, mode, t0) {
+    const shapes = [];
+    const byKind = {};
+    events.forEach((ev) => {
+      const style = EVENT_STYLE[ev.kind];
+      if (!style || (mode === 'step' && (ev.step === null || ev.step === undefined))) return;
+      const x = eventX(ev, mode, t0);
+      shapes.push({type: 'line', xref: 'x', yref: 'paper', x0: x, x1: x, y0: 0, y1: 1,
+                   line: {color: style.color, width: 1, dash: style.dash}, layer: 'below'});
+      (byKind[ev.kind] = byKind[ev.kind] || []).push({x, text: `${style.label}${ev.step !== null ? ' @ step ' + ev.step : ''}: ${ev.message}`});
+    });
+    const traces = Object.entries(byKind).map(([kind, pts]) => ({
+      type: 'scatter', mode: 'markers', yaxis: 'y2', x: pts.map((p) => p.x), y: pts.map(() => 0.97),
+      text: pts.map((p) => p.text), hovertemplate: '%{text}<extra></extra>', name: EVENT_STYLE[kind].label,
+      marker: {symbol: EVENT_STYLE[kind].symbol, size: 9, color: EVENT_STYLE[kind].color},
+      showlegend: false, cliponaxis: false,
+    }));
+    return {shapes, traces};
+  }
+
+  function baseLayout(title, opts) {
+    return {
+      title: {text: title, font: {size: 14}, x: 0.01, xanchor: 'left'},
+      margin: {l: 56, r: 12, t: 34, b: 36}, height: opts.height || 270,
+      xaxis: {title: {text: xTitle(opts.xmode), font: {size: 11}}, type: opts.xmode === 'time' ? 'date' : 'linear',
+              zeroline: false},
+      yaxis: {type: opts.log ? 'log' : 'linear', zeroline: false, tickformat: opts.unit === 'rate' ? '.0%' : undefined,
+              exponentformat: 'e'},
+      yaxis2: {overlaying: 'y', range: [0, 1], visible: false, fixedrange: true},
+      hovermode: 'x unified', showlegend: true,
+      legend: {orientation: 'h', y: -0.22, font: {size: 11}},
+      uirevision: `${opts.xmode}|${opts.log}`,
+      paper_bgcolor: '#fff', plot_bgcolor: '#fff',
+    };
+  }
+
+  const PLOT_CONFIG = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ['select2d', 'lasso2d']};
+
+  window.wbCharts = {COLORS, EVENT_STYLE, ema, rgba, xOf, xTitle, eventX, eventDecorations, baseLayout, PLOT_CONFIG};
+})();

@@ -1,0 +1,31 @@
+// Human evaluation review screen: click or press a key, the verdict is saved, the next item loads.
+(function () {
+  const box = document.getElementById('he-item');
+  if (!box) return;
+  const status = document.getElementById('he-status');
+  let busy = false;
+  async function choose(choice) {
+    if (busy) return;
+    busy = true;
+    box.querySelectorAll('[data-choice]').forEach((b) => { b.disabled = true; });
+    status.textContent = 'Saving…';
+    try {
+      const r = await wb.post(box.dataset.api, {item: Number(box.dataset.item), choice});
+      const url = new URL(location.href);
+      url.searchParams.delete('item');
+      if (r.next) url.searchParams.set('item', r.next);
+      location.assign(url.toString());
+    } catch (e) {
+      status.textContent = 'Not saved: ' + e.message;
+      box.querySelectorAll('[data-choice]').forEach((b) => { b.disabled = false; });
+      busy = false;
+    }
+  }
+  box.querySelectorAll('[data-choice]').forEach((b) => b.addEventListener('click', () => choose(b.dataset.choice)));
+  const KEYS = {'1': 'a', ArrowLeft: 'a', '2': 'tie', ArrowDown: 'tie', '3': 'b', ArrowRight: 'b'};
+  document.addEventListener('keydown', (e) => {
+    if (e.altKey || e.ctrlKey || e.metaKey || /^(INPUT|TEXTAREA|SELECT)$/.test(e.target.tagName)) return;
+    const choice = KEYS[e.key];
+    if (choice) { e.preventDefault(); choose(choice); }
+  });
+})();
