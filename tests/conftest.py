@@ -133,3 +133,9 @@ def celery_worker_proc(transactional_db, tmp_path, settings):
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run browser tests last: Playwright's sync API keeps an event loop running in the main thread
+    for the rest of the session, which breaks later tests that start their own asyncio loop."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)

@@ -72,9 +72,11 @@ class RewardSandbox:
 
     def _plan(self) -> isolation.Launch:
         if self._launch is None:
-            if self._private_dir is None:
+            launch = isolation.plan(self.limits, self.hidden_paths, self.isolation)
+            if launch.mode == "rlimits":  # no private tmpfs there: a private HOME/TMPDIR/cwd instead
                 self._private_dir = tempfile.mkdtemp(prefix="reward-sandbox-")
-            self._launch = isolation.plan(self.limits, self.hidden_paths, self.isolation, self._private_dir)
+                launch = isolation.plan(self.limits, self.hidden_paths, "rlimits", self._private_dir)
+            self._launch = launch
         return self._launch
 
     def start(self) -> None:
@@ -89,6 +91,7 @@ class RewardSandbox:
         if self._private_dir:
             shutil.rmtree(self._private_dir, ignore_errors=True)
             self._private_dir = None
+            self._launch = None  # a restart after close() makes a new private dir
 
     def _ensure_child(self) -> SandboxProcess:
         child = self._child

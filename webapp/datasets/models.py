@@ -82,7 +82,9 @@ class Split(models.TextChoices):
 class DatasetRow(models.Model):
     """One preference pair or one verifiable prompt. Immutable once its version is ready."""
 
-    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="rows")
+    # No index of its own: the unique (version, index) index serves every lookup by version, and one
+    # index less makes bulk imports faster.
+    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="rows", db_index=False)
     index = models.PositiveIntegerField()  # 0-based position in the imported file (after skipped rows)
     source_line = models.PositiveIntegerField(default=0)  # 1-based line/row number in the source file
     split = models.CharField(max_length=5, choices=Split.choices, default=Split.TRAIN)

@@ -76,6 +76,22 @@ class Source:
     def fraction_read(self) -> float:
         return self._reader.fraction() if self._reader is not None else 0.0
 
+    def count_hint(self) -> int | None:
+        """The record count when it is cheap to know before reading (JSONL lines, Parquet metadata).
+
+        A hint only: blank lines make it too high, and callers must check it against what they read.
+        """
+        if self.format == "parquet":
+            return self._reader.total
+        if self.format != "jsonl":
+            return None
+        lines, last = 0, b"\n"
+        with self.path.open("rb") as fh:
+            while chunk := fh.read(4 * 1024 * 1024):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        return lines + (last != b"\n")
+
 
 def check_size(size: int, max_mb: int) -> None:
     if size > max_mb * 1024 * 1024:

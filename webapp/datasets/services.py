@@ -223,30 +223,41 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
     content = hashlib.sha256()
     skip = opts["skip_bad_rows"]
     max_chars = settings.DATASET_MAX_TEXT_CHARS
+    file_split = "split" in shape.field_map
+    # When the row count is known up front, rows get their seeded split as they are written; a
+    # wrong guess (blank lines, skipped rows) is corrected after the pass.
+    planned = None if file_split else source.count_hint()
+    val_set = _planned_val(opts, planned)
+    sources: dict[str, int] | None = {}
     read = good = 0
     counts = {"train": 0, "val": 0}
     tracker(0.0, "reading", force=True)
     try:
-        for rec in source:
-            read += 1
-            row: Row | None = None
-            if rec.error:
-                errors.add(rec.number, rec.line, "", rec.error)
-            else:
-                try:
-                    row = normalize(rec.data, shape, max_chars)
-                except RowError as exc:
-                    errors.add(rec.number, rec.line, exc.field, exc.reason)
-            if errors.count and not skip:
-                writer.discard()  # all-or-nothing: keep reading only to report every bad row
-            elif row is not None:
-                split = row.split or "train"
-                writer.add(row, good, rec.where, split)
-                content.update(row.canonical + b"\n")
-                counts[split] += 1
-                good += 1
-            tracker(0.95 * source.fraction_read, "reading")
-        writer.flush()
+        with ingest.fast_commits():
+            for rec in source:
+                read += 1
+                row: Row | None = None
+                if rec.error:
+                    errors.add(rec.number, rec.line, "", rec.error)
+                else:
+                    try:
+                        row = normalize(rec.data, shape, max_chars)
+                    except RowError as exc:
+                        errors.add(rec.number, rec.line, exc.field, exc.reason)
+                if errors.count and not skip:
+                    writer.discard()  # all-or-nothing: keep reading only to report every bad row
+                elif row is not None:
+                    split = row.split or ("val" if good in val_set else "train")
+                    writer.add(row, good, rec.where, split)
+                    content.update(row.canonical + b"\n")
+                    counts[split] += 1
+                    good += 1
+                    if sources is not None:
+                        sources[row.data_source] = sources.get(row.data_source, 0) + 1
+                        if len(sources) > 10_000:
+                            sources = None  # too many to tally here: the database counts them
+                tracker(0.95 * source.fraction_read, "reading")
+            writer.flush()
     finally:
         errors.close()
     report: dict[str, Any] = {"format": source.format, "shape": shape.name, "kind": shape.kind, "rows_read": read,
@@ -260,7 +271,7 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
         _discard(version, created)
         raise _fail(record, user, "No valid rows: nothing was imported.", code="bad_rows", report=report)
     tracker(0.96, "splitting", force=True)
-    if "split" in shape.field_map:
+    if file_split:
         report["split"] = {"source": "file column", **counts}
     else:
         try:
@@ -268,12 +279,14 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
         except ValueError as exc:
             _discard(version, created)
             raise _fail(record, user, str(exc), code="split", report=report) from None
-        ingest.mark_val(version.pk, val_indices(good, k, opts["split_seed"]))
+        if planned != good:
+            ingest.reset_split(version.pk)
+            ingest.mark_val(version.pk, val_indices(good, k, opts["split_seed"]))
         counts = {"train": good - k, "val": k}
         report["split"] = {"source": "seeded", "spec": opts["split"], "seed": opts["split_seed"], **counts}
     tracker(0.98, "finishing", force=True)
     report.update(rows_imported=good, skipped=errors.count, duplicates=ingest.duplicate_summary(version.pk),
-                  data_sources=ingest.data_source_counts(version.pk))
+                  data_sources=ingest.data_source_counts(version.pk, counted=sources))
     with transaction.atomic():
         DatasetVersion.objects.filter(pk=version.pk).update(
             status=VersionStatus.READY, progress=1.0, row_count=good, train_count=counts["train"],
@@ -288,6 +301,15 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
               after={"rows": good, "content_hash": version.content_hash, "file": record.filename})
     tracker(1.0, "done", force=True)
     return version
+
+
+def _planned_val(opts: dict, planned: int | None) -> set[int]:
+    if not planned:
+        return set()
+    try:
+        return set(val_indices(planned, val_count(opts["split"], planned), opts["split_seed"]))
+    except ValueError:
+        return set()  # reported after the pass, against the real row count
 
 
 def _fail(record: DatasetImport, user, message: str, *, code: str, details: dict | None = None,

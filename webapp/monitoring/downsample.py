@@ -23,7 +23,7 @@ def bucket_index(x: np.ndarray, n_buckets: int, x_range: Optional[tuple[float, f
     return np.clip(b, 0, n_buckets - 1)
 
 
-def _first_per_segment(mask: np.ndarray, seg: np.ndarray) -> np.ndarray:
+def first_per_segment(mask: np.ndarray, seg: np.ndarray) -> np.ndarray:
     """Index of the first True of `mask` within each segment id of `seg` (segments in order)."""
     cand = np.flatnonzero(mask)
     _, first = np.unique(seg[cand], return_index=True)
@@ -47,16 +47,24 @@ def minmax_indices(x: np.ndarray, y: np.ndarray, max_points: int, mode: Mode = "
     if n <= max_points:
         return np.arange(n)
     n_buckets = max(1, max_points // per_bucket)
-    b = bucket_index(np.asarray(x, dtype=np.float64), n_buckets, x_range)
-    starts = np.flatnonzero(np.r_[True, b[1:] != b[:-1]])
+    return extremes_by_bucket(y, bucket_index(np.asarray(x, dtype=np.float64), n_buckets, x_range), mode)
+
+
+def extremes_by_bucket(y: np.ndarray, buckets: np.ndarray, mode: Mode = "minmax") -> np.ndarray:
+    """Indices (ascending) of each bucket's min and/or max point plus the first and last points.
+
+    `buckets` must be non-decreasing (points sorted by x); ties keep the earliest point.
+    """
+    n = len(y)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
     seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, n]))
     keep = [np.array([0, n - 1])]
     if mode in ("minmax", "min"):
-        mins = np.minimum.reduceat(y, starts)
-        keep.append(_first_per_segment(y == mins[seg], seg))
+        keep.append(first_per_segment(y == np.minimum.reduceat(y, starts)[seg], seg))
     if mode in ("minmax", "max"):
-        maxs = np.maximum.reduceat(y, starts)
-        keep.append(_first_per_segment(y == maxs[seg], seg))
+        keep.append(first_per_segment(y == np.maximum.reduceat(y, starts)[seg], seg))
     return np.unique(np.concatenate(keep))
 
 

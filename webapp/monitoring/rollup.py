@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 from django.db import connection, transaction
 
+from webapp.monitoring.downsample import extremes_by_bucket, first_per_segment
+
 BASE = 4
 LEVELS = tuple(range(1, 9))  # bucket sizes 4 .. 65,536 steps
 
@@ -36,24 +38,34 @@ def _tables() -> tuple[str, str, str]:
     return q(MetricPoint._meta.db_table), q(MetricRollup._meta.db_table), q(MetricRollupState._meta.db_table)
 
 
-def _extremes(rows: Iterable[tuple], level: int) -> dict[tuple[str, int], list]:
+def _extremes(rows: list[tuple], level: int) -> dict[tuple[str, int], list]:
     """{(name, bucket): [min_step, min_value, min_time, max_step, max_value, max_time]} of candidate points.
 
-    `rows` are (name, step, value, time) candidates; ties keep the earliest step.
+    `rows` are (name, step, value, time) candidates; ties keep the earliest step. Vectorised per
+    name (the first roll-up of a long series sees every point).
     """
+    by_name: dict[str, list[tuple]] = defaultdict(list)
+    for name, step, value, t in rows:
+        by_name[name].append((step, value, np.nan if t is None else t))
     out: dict[tuple[str, int], list] = {}
     sz = size(level)
-    for name, step, value, t in rows:
-        key = (name, step // sz)
-        cur = out.get(key)
-        if cur is None:
-            out[key] = [step, value, t, step, value, t]
-            continue
-        if value < cur[1] or (value == cur[1] and step < cur[0]):
-            cur[0], cur[1], cur[2] = step, value, t
-        if value > cur[4] or (value == cur[4] and step < cur[3]):
-            cur[3], cur[4], cur[5] = step, value, t
+    for name, items in by_name.items():
+        arr = np.array(items, dtype=np.float64)
+        arr = arr[np.lexsort((arr[:, 0],))]  # by step
+        steps, values, times = arr[:, 0].astype(np.int64), arr[:, 1], arr[:, 2]
+        buckets = steps // sz
+        starts = np.flatnonzero(np.r_[True, buckets[1:] != buckets[:-1]])
+        seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(steps)]))
+        lo = first_per_segment(values == np.minimum.reduceat(values, starts)[seg], seg)
+        hi = first_per_segment(values == np.maximum.reduceat(values, starts)[seg], seg)
+        for b, i, j in zip(buckets[starts].tolist(), lo.tolist(), hi.tolist()):
+            out[(name, b)] = [int(steps[i]), float(values[i]), _time(times[i]),
+                              int(steps[j]), float(values[j]), _time(times[j])]
     return out
+
+
+def _time(t: float) -> float | None:
+    return None if math.isnan(t) else float(t)
 
 
 def _source_rows(job_id: int, level: int, spans: dict[str, tuple[int, int]]) -> list[tuple]:
@@ -159,10 +171,22 @@ def _raw(job_id: int, name: str, lo: int, hi: int) -> list[tuple]:
         return cur.fetchall()
 
 
-def candidates(job_id: int, name: str, max_points: int,
-               step_range: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int] | None:
-    """Candidate points (steps, values, times, estimated total) for a downsampled read, or None when
-    the range is small enough to read raw."""
+def plan(span: int, max_points: int, mode: str = "minmax") -> tuple[int, int] | None:
+    """(level, display bucket width in steps) for a downsampled read of `span` steps, or None when
+    reading the raw points is as cheap. The width is a whole number of level buckets, so each display
+    bucket is a union of rollup buckets and their extremes are exactly its extremes."""
+    target = max(1, max_points // (2 if mode == "minmax" else 1))
+    ideal = span / target
+    if ideal < BASE:
+        return None
+    level = min(LEVELS[-1], int(math.floor(math.log(ideal, BASE) + 1e-9)))
+    return level, int(math.ceil(ideal / size(level))) * size(level)
+
+
+def rollup_series(job_id: int, name: str, max_points: int, mode: str = "minmax",
+                  step_range: tuple[float, float] | None = None) -> dict[str, Any] | None:
+    """The downsampled series read from the rollups: per display bucket (aligned to multiples of
+    `width` steps) its min and/or max point. None when the range is short enough to read raw."""
     bounds = _bounds(job_id, name)
     if bounds is None:
         return None
@@ -171,10 +195,10 @@ def candidates(job_id: int, name: str, max_points: int,
         lo, hi = max(lo, math.floor(step_range[0])), min(hi, math.ceil(step_range[1]))
         if lo > hi:
             return None
-    span = hi - lo + 1
-    if span <= 2 * max_points:
+    chosen = plan(hi - lo + 1, max_points, mode)
+    if chosen is None:
         return None
-    level = min(LEVELS[-1], max(1, math.ceil(math.log(span / max(1, max_points // 2), BASE))))
+    level, width = chosen
     _heal(job_id, name, bounds[1])
     sz = size(level)
     _, rollups, _ = _tables()
@@ -182,22 +206,21 @@ def candidates(job_id: int, name: str, max_points: int,
     rows: list[tuple] = []
     with connection.cursor() as cur:
         cur.execute(f"SELECT min_step, min_value, min_time, max_step, max_value, max_time FROM {rollups} "
-                    f"WHERE job_id = %s AND name = %s AND level = %s AND bucket >= %s AND bucket <= %s",
-                    [job_id, name, level, b0 + 1, b1 - 1])
+                    f"WHERE job_id = %s AND name = %s AND level = %s AND bucket > %s AND bucket < %s",
+                    [job_id, name, level, b0, b1])
         for s1, v1, t1, s2, v2, t2 in cur.fetchall():
             rows.append((s1, v1, t1))
-            if s2 != s1:
-                rows.append((s2, v2, t2))
+            rows.append((s2, v2, t2))
     # the two edge buckets may stick out of the range: read their in-range part raw
     rows += _raw(job_id, name, lo, min(hi, (b0 + 1) * sz - 1))
     if b1 > b0:
         rows += _raw(job_id, name, max(lo, b1 * sz), hi)
-    if not rows:
-        return None
-    arr = np.array(rows, dtype=np.float64)
+    arr = np.array(rows, dtype=np.float64).reshape(-1, 3)
     arr = arr[np.isfinite(arr[:, 1])]
     arr = arr[np.argsort(arr[:, 0], kind="stable")]
-    return arr[:, 0], arr[:, 1], arr[:, 2], span
+    steps = arr[:, 0].astype(np.int64)
+    idx = extremes_by_bucket(arr[:, 1], steps // width, mode)  # type: ignore[arg-type]
+    return {"step": steps[idx], "value": arr[idx, 1], "time": arr[idx, 2], "total": hi - lo + 1, "width": width}
 
 
 def describe(job_id: int) -> dict[int, int]:

@@ -99,20 +99,20 @@ def _one_series(job: Job, name: str, mode: str, query: SeriesQuery) -> dict[str,
         step_range = _step_span_of_times(job.pk, name, *query.time_range)
         if step_range is None:
             return {"step": [], "value": [], "time": [], "total": 0, "downsampled": False}
-    cand = None
     if not query.raw and query.since_step is None:
-        cand = rollup.candidates(job.pk, name, query.max_points, step_range)
-    if cand is not None:  # a long range: read the min/max pyramid, not every point
-        steps, values, times, total = cand
-    else:
-        steps, values, times = series_arrays(job.pk, name, since_step=query.since_step, step_range=step_range)
-        total = len(steps)
-    down = not query.raw and len(steps) > query.max_points
+        rolled = rollup.rollup_series(job.pk, name, query.max_points, mode, step_range)
+        if rolled is not None:  # a long range: read the min/max pyramid, not every point
+            return {"step": rolled["step"].tolist(), "value": rolled["value"].tolist(),
+                    "time": _finite_or_none(rolled["time"]), "total": int(rolled["total"]), "downsampled": True,
+                    "bucket_width": rolled["width"]}
+    steps, values, times = series_arrays(job.pk, name, since_step=query.since_step, step_range=step_range)
+    total = len(steps)
+    down = not query.raw and total > query.max_points
     if down:
         idx = minmax_indices(steps, values, query.max_points, mode)  # type: ignore[arg-type]
         steps, values, times = steps[idx], values[idx], times[idx]
     return {"step": steps.astype(np.int64).tolist(), "value": values.tolist(), "time": _finite_or_none(times),
-            "total": int(total), "downsampled": bool(down or cand is not None)}
+            "total": int(total), "downsampled": bool(down)}
 
 
 def metric_series(job: Job, query: SeriesQuery) -> dict[str, Any]:

@@ -126,11 +126,12 @@ class SubmitReviewApi(APIView):
         if not ser.is_valid():
             return _invalid(ser)
         try:
-            services.review_submit(actor=request.user, project=access.project, row=row, **ser.validated_data)
+            review = services.review_submit(actor=request.user, project=access.project, row=row,
+                                            **ser.validated_data)
         except ApplicationError as exc:
             return _error(exc)
-        row = _row(version, row_id)  # its review state changed
-        return Response({"item": selectors.item_payload(row=row, user=request.user, access=access),
+        # Lean on purpose: the screen moves on to the next pair; GET the item for everything else.
+        return Response({"row_id": row.pk, "index": row.index, "my_review": selectors.review_json(review),
                          "progress": selectors.progress(version=version, user=request.user)},
                         status=status.HTTP_201_CREATED)
 

@@ -116,18 +116,18 @@ def item_payload(*, row: DatasetRow, user, access: ProjectAccess, assignment=_UN
         "left": chosen if left_is_chosen else rejected,
         "right": rejected if left_is_chosen else chosen,
         "assigned": assignment is not None,
-        "my_review": _review_json(mine) if mine else None,
+        "my_review": review_json(mine) if mine else None,
         "comments": [{"author": c.author.username if c.author else "?", "text": c.text,
                       "created_at": c.created_at.isoformat()} for c in comments],
         "revisions": {side: e.revision for side, e in edits.items()},
     }
     if sees_others:
         payload["state"] = _state_json(state)
-        payload["reviews"] = [_review_json(r) | {"reviewer": r.reviewer.username} for r in reviews]
+        payload["reviews"] = [review_json(r) | {"reviewer": r.reviewer.username} for r in reviews]
     return payload
 
 
-def _review_json(review: Review) -> dict:
+def review_json(review: Review) -> dict:
     return {"label": review.label, "decision": review.decision, "swap": review.swap, "reason": review.reason,
             "choice": review.choice, "time_ms": review.time_ms, "created_at": review.created_at.isoformat(),
             "updated_at": review.updated_at.isoformat()}

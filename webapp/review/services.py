@@ -249,9 +249,10 @@ def review_submit(*, actor, project: Project, row: DatasetRow, choice: str, reas
         state.refresh_from_db()
     decision, swap = tally.resolve_choice(choice, assignment.left_is_chosen)
     label = tally.label_of(decision, swap)
-    labels = _labels_of(row.pk)
+    reviews = list(Review.objects.filter(row=row))
+    labels = {r.reviewer_id: r.label for r in reviews}
     old = _snapshot(state, labels)
-    review = Review.objects.filter(row=row, reviewer=actor).first()
+    review = next((r for r in reviews if r.reviewer_id == actor.pk), None)
     before = None
     if review is None:
         review = Review.objects.create(reviewer=actor, row=row, version_id=row.version_id, decision=decision,

@@ -100,7 +100,8 @@ def pairs(request, slug, version_id):
         total = counters.count(pair_filter.state)
     return render(request, "review/pairs.html", _ctx(
         access, version, filter_form=filter_form, bulk_form=bulk_form, rows=rows, next_after=next_after,
-        query=query.urlencode(), total=total, bulk_max=services.BULK_MAX_ROWS))
+        query=query.urlencode(), total=total, bulk_max=services.BULK_MAX_ROWS,
+        item_base=reverse("review-item", args=[slug, version.pk, 0]).removesuffix("0/")))
 
 
 def _only_state(f: selectors.PairFilter) -> bool:

@@ -28,7 +28,7 @@ def test_review_flow_next_submit_prev(api_for, version, reviewer):
     resp = api.post(API + f"{version.pk}/items/{item['row_id']}/review/", {"choice": "left", "time_ms": 1234},
                     format="json")
     assert resp.status_code == 201
-    mine = resp.json()["item"]["my_review"]
+    mine = resp.json()["my_review"]
     assert mine["label"] == ("approve" if left_side == "chosen" else "swap") and mine["time_ms"] == 1234
     assert resp.json()["progress"]["done"] == 1 and resp.json()["progress"]["decided"] == 1
     second = api.get(API + f"{version.pk}/next/?after=0").json()["item"]

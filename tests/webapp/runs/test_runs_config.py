@@ -60,8 +60,9 @@ def test_every_preset_is_valid_for_its_backend():
     ({"clip_ratio": 1.5}, "local", "clip_ratio", "between 0 and 1"),
     ({"temperature": 0}, "local", "temperature", "above 0"),
     ({"device": "cpu"}, "verl", "device", "VERL needs GPUs"),
-    ({"kl_guard.lr_factor": 2}, "local", "kl_guard.lr_factor", "between 0 and 1"),
-    ({"kl_guard.action": "restore", "save_freq": 0}, "local", "kl_guard.action", "needs checkpoints"),
+    ({"kl_guard.enabled": True, "kl_guard.lr_factor": 2}, "local", "kl_guard.lr_factor", "between 0 and 1"),
+    ({"kl_guard.enabled": "on", "kl_guard.action": "restore", "save_freq": 0}, "local", "kl_guard.action",
+     "needs checkpoints"),
     ({"lora.rank": "four"}, "local", "lora.rank", "whole number"),
     ({"nonsense": 1}, "local", "nonsense", "Unknown setting"),
 ])

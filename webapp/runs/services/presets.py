@@ -44,7 +44,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "kinds": {
             "grpo": {**_DEMO_COMMON, "lr": 1e-3, "kl_coef": 0.02, "kl_loss_type": "low_var_kl", "batch_size": 16,
                      "group_size": 8, "temperature": 1.0, "clip_ratio": 0.2, "loss_agg_mode": "token-mean",
-                     "max_steps": 400, "save_freq": 100, "test_freq": 50},
+                     "max_steps": 300, "save_freq": 100, "test_freq": 50},
             "distill": {**_DEMO_COMMON, "lr": 3e-3, "batch_size": 16, "max_steps": 150, "distill_temperature": 2.0,
                         "distill_alpha": 0.5, "distill_mode": "offline", "temperature": 1.0, "save_freq": 50,
                         "test_freq": 25},

@@ -115,7 +115,7 @@
     try {
       const body = await post('review/', {choice: choice, reason: reason || '', time_ms: Math.round(performance.now() - shownAt)});
       renderProgress(body.progress);
-      setStatus('Saved row ' + body.item.index + ': ' + describe(body.item.my_review) + '.');
+      setStatus('Saved row ' + body.index + ': ' + describe(body.my_review) + '.');
       await load(api + 'next/?after=' + item.index, false, true);
     } catch (e) { setStatus(e.message, true); }
   }

@@ -1,0 +1,99 @@
+"""Min/max rollups give exactly the points that downsampling the raw series gives, incrementally too."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from webapp.monitoring import rollup
+from webapp.monitoring.downsample import extremes_by_bucket
+from webapp.monitoring.hooks import after_sync
+from webapp.monitoring.models import MetricRollup
+from webapp.monitoring.selectors import SeriesQuery, metric_series
+from webapp.runs.models import MetricPoint
+
+pytestmark = pytest.mark.django_db
+NAME = "actor/kl_loss"
+
+
+def seed(job, values, start=1):
+    MetricPoint.objects.bulk_create([MetricPoint(job=job, step=start + i, name=NAME, value=float(v),
+                                                 wall_time=1e9 + start + i) for i, v in enumerate(values)],
+                                    batch_size=5000)
+
+
+def expected(job, served_series, mode="minmax", lo=None, hi=None):
+    """Brute force over every raw point: each display bucket's extremes (same buckets as served)."""
+    qs = MetricPoint.objects.filter(job=job, name=NAME).order_by("step")
+    if lo is not None:
+        qs = qs.filter(step__gte=lo, step__lte=hi)
+    steps, values = map(np.array, zip(*qs.values_list("step", "value")))
+    idx = extremes_by_bucket(values, steps // served_series["bucket_width"], mode)
+    return steps[idx].tolist()
+
+
+def served(job, max_points, mode="minmax", step_range=None):
+    q = SeriesQuery(names=[NAME] if mode == "minmax" else [], lower=[NAME] if mode == "min" else [],
+                    upper=[NAME] if mode == "max" else [], max_points=max_points, step_range=step_range)
+    return metric_series(job, q)["series"][NAME]
+
+
+@pytest.mark.parametrize("mode", ["minmax", "min", "max"])
+def test_rollup_reads_equal_raw_downsampling(make_job, mode):
+    job = make_job()
+    rng = np.random.default_rng(1)
+    values = rng.normal(0, 1, 30_000)
+    values[[17, 12_345, 29_990]] = [40.0, -35.0, 50.0]
+    seed(job, values)
+    s = served(job, 600, mode)
+    assert s["downsampled"] and len(s["step"]) <= 604
+    assert s["step"] == expected(job, s, mode)
+    spikes = {"minmax": {40.0, -35.0, 50.0}, "min": {-35.0}, "max": {40.0, 50.0}}[mode]
+    assert spikes <= set(s["value"])
+    assert MetricRollup.objects.filter(job=job, level=1).count() == 7501  # built on first read (healing)
+
+
+def test_zoomed_range_with_partial_edge_buckets(make_job):
+    job = make_job()
+    seed(job, np.random.default_rng(2).normal(0, 1, 40_000))
+    s = served(job, 500, step_range=(10_003.4, 31_111.6))
+    assert s["step"][0] >= 10_003 and s["step"][-1] <= 31_112
+    assert s["step"] == expected(job, s, lo=10_003, hi=31_112) and len(s["step"]) <= 504
+
+
+def test_incremental_updates_and_overwrites_match_a_fresh_build(make_job):
+    job = make_job()
+    rng = np.random.default_rng(3)
+    first, second = rng.normal(0, 1, 9_000), rng.normal(0, 1, 6_000)
+    seed(job, first)
+    after_sync(job, [(s, NAME, None) for s in range(1, 9_001)])
+    seed(job, second, start=9_001)
+    after_sync(job, [(s, NAME, None) for s in range(9_001, 15_001)])
+    # a restore re-logs steps 8000..8100 with new values (one of them a spike)
+    MetricPoint.objects.filter(job=job, name=NAME, step__gte=8_000, step__lte=8_100).update(value=0.0)
+    MetricPoint.objects.filter(job=job, name=NAME, step=8_050).update(value=99.0)
+    after_sync(job, MetricPoint.objects.filter(job=job, name=NAME, step__gte=8_000, step__lte=8_100))
+    s = served(job, 400)
+    assert 99.0 in s["value"] and s["step"] == expected(job, s)
+    before = sorted(MetricRollup.objects.filter(job=job).values_list("level", "bucket", "min_step", "max_step"))
+    MetricRollup.objects.filter(job=job).delete()
+    rollup.rollup_build(job.pk)
+    assert sorted(MetricRollup.objects.filter(job=job).values_list("level", "bucket", "min_step", "max_step")) \
+        == before
+
+
+def test_points_logged_without_the_hook_are_rolled_up_on_read(make_job):
+    job = make_job()
+    seed(job, np.zeros(8_000))
+    s = served(job, 300)
+    assert s["step"] == expected(job, s)
+    seed(job, np.r_[np.zeros(3_000), [77.0]], start=8_001)  # no after_sync: the read heals
+    s = served(job, 300)
+    assert s["value"][-1] == 77.0 and s["step"] == expected(job, s)
+
+
+def test_short_ranges_read_raw_points(make_job):
+    job = make_job()
+    seed(job, np.arange(500.0))
+    s = served(job, 1500)
+    assert s["step"] == list(range(1, 501)) and not s["downsampled"]
+    assert not MetricRollup.objects.filter(job=job).exists()
