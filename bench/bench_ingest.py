@@ -8,6 +8,8 @@ processes on the same file and database:
             PostgreSQL / bulk_create elsewhere, seeded split, duplicate and source counts)
   baseline  pandas.read_json(lines=True) + DataFrame.to_sql into a scratch table
 and prints rows/s and peak RSS (getrusage(RUSAGE_SELF).ru_maxrss of each child) with their ratio.
+Each runs --repeats times (default 2), interleaved; the fastest run counts, since a shared machine's
+load changes from one run to the next, and the peak RSS is the highest seen.
 Targets: ours faster than the baseline, peak RSS under 400 MB.
 
 The database is the configured one: PostgreSQL when DATABASE_URL is set, else SQLite. By default a
@@ -30,9 +32,12 @@ from urllib.parse import urlparse, urlunparse
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-WORDS = ("the model answer should explain each step clearly and check the result before replying to user "
-         "because reward functions score final numbers exactly while reviewers prefer short polite helpful "
-         "responses that avoid guessing café naïve über 日本 données résumé").split()
+WORDS = [
+    "the", "model", "answer", "should", "explain", "each", "step", "clearly", "and", "check", "the",
+    "result", "before", "replying", "to", "user", "because", "reward", "functions", "score", "final",
+    "numbers", "exactly", "while", "reviewers", "prefer", "short", "polite", "helpful", "responses", "that",
+    "avoid", "guessing", "café", "naïve", "über", "日本", "données", "résumé",
+]
 TARGET_RSS_MB = 400
 
 
@@ -65,11 +70,18 @@ def child_ours(path: str) -> dict:
     version = dataset_import(project=project, user=None, name=name, path=path, split="10%", split_seed=0)
     seconds = time.perf_counter() - start
     rows = version.row_count
-    if os.environ.get("BENCH_IN_PLACE"):  # a scratch database is simply dropped
-        from webapp.datasets.ingest import delete_rows
+    from django.db import connection
 
+    from webapp.datasets.ingest import delete_rows
+
+    if os.environ.get("BENCH_IN_PLACE"):
         delete_rows(version.pk)
         version.dataset.delete()
+    elif connection.vendor == "postgresql":  # the next repeat starts from an empty table, as the baseline's does
+        with connection.cursor() as cursor:
+            cursor.execute("TRUNCATE datasets_datasetrow")
+    else:
+        delete_rows(version.pk)
     return {"seconds": seconds, "rows": rows}
 
 
@@ -141,11 +153,20 @@ class ScratchDatabase:
                 conn.execute(f'DROP DATABASE IF EXISTS "{self.pg_name}" WITH (FORCE)')
 
 
+def _best(results: list[dict]) -> dict:
+    """The fastest run's time, and the highest peak RSS of all runs (memory is not luck)."""
+    fastest = min(results, key=lambda r: r["seconds"])
+    return {**fastest, "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+            "all_seconds": [round(r["seconds"], 2) for r in results]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--in-place", action="store_true", help="use the configured database, no scratch copy")
     parser.add_argument("--keep-file", action="store_true", help="keep the generated JSONL file")
+    parser.add_argument("--repeats", type=int, default=2,
+                        help="runs of each, interleaved; the fastest counts (the machine may be shared)")
     parser.add_argument("--child", choices=["ours", "baseline"], help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -171,17 +192,21 @@ def main() -> None:
                    DATASET_MAX_UPLOAD_MB=envstr("DATASET_MAX_UPLOAD_MB", "4096"),
                    BENCH_IN_PLACE="1" if args.in_place else "")
         print(f"database: {engine} ({'scratch ' if scratch_ctx else ''}{urlparse(url).path.lstrip('/')})")
-        ours = run_child("ours", path, env)
-        base = run_child("baseline", path, env)
+        runs: dict[str, list[dict]] = {"ours": [], "baseline": []}
+        for _ in range(max(args.repeats, 1)):
+            for kind in runs:
+                runs[kind].append(run_child(kind, path, env))
+        ours, base = (_best(runs[k]) for k in ("ours", "baseline"))
     finally:
         if scratch_ctx:
             scratch_ctx.__exit__(None, None, None)
         if not args.keep_file:
             path.unlink(missing_ok=True)
     assert ours["rows"] == base["rows"] == args.rows, (ours, base)
-    print(f"\n{'':34}{'seconds':>9}{'rows/s':>11}{'peak RSS':>12}")
+    print(f"\n{'best of ' + str(len(runs['ours'])):34}{'seconds':>9}{'rows/s':>11}{'peak RSS':>12}")
     for label, r in (("ours (dataset_import)", ours), ("baseline (pandas read_json+to_sql)", base)):
-        print(f"{label:34}{r['seconds']:9.2f}{r['rows'] / r['seconds']:11,.0f}{r['peak_rss_mb']:9.0f} MB")
+        print(f"{label:34}{r['seconds']:9.2f}{r['rows'] / r['seconds']:11,.0f}{r['peak_rss_mb']:9.0f} MB"
+              f"   (runs: {', '.join(map(str, r['all_seconds']))} s)")
     speed = base["seconds"] / ours["seconds"]
     memory = ours["peak_rss_mb"] / base["peak_rss_mb"]
     print(f"\nratio: ours is {speed:.2f}x the baseline's speed, with {memory:.2f}x its peak memory")

@@ -37,7 +37,7 @@ def seed(job, n_points: int) -> None:
         values[(k + 1) * n_points // 8] += 50.0  # a one-step spike the chart must still show
         times = 1.76e9 + np.arange(n_points) * 2.0
         batch = [MetricPoint(job=job, step=i + 1, name=name, value=float(v), wall_time=float(t))
-                 for i, (v, t) in enumerate(zip(values, times))]
+                 for i, (v, t) in enumerate(zip(values, times, strict=True))]
         MetricPoint.objects.bulk_create(batch, batch_size=20_000)
 
 

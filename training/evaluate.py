@@ -20,7 +20,7 @@ import sys
 import tempfile
 from dataclasses import fields
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from training import winrate
 from training.checkpoints import export_hf, step_of
@@ -97,8 +97,8 @@ def load_checkpoint_model(ckpt: Path, base_model: Path, device: str, dtype: str,
     return model.eval(), tok
 
 
-def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, max_rows: Optional[int] = None,
-             device: Optional[str] = None) -> dict[str, Any]:
+def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, max_rows: int | None = None,
+             device: str | None = None) -> dict[str, Any]:
     """Evaluate `checkpoint` of the run in `run_dir`; writes and returns the result dict."""
     run_dir, ckpt, out = Path(run_dir).resolve(), Path(checkpoint).resolve(), Path(out).resolve()
     job = read_job(run_dir)
@@ -123,7 +123,10 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     from training.local.common import seed_everything, set_threads
     from training.local.data import check_prompt_lengths, read_jsonl
     from training.local.validation import (
-        greedy_responses, needs_base_references, reference_texts, validate_generation,
+        greedy_responses,
+        needs_base_references,
+        reference_texts,
+        validate_generation,
     )
     from training.models import load_model_and_tokenizer, resolve_device
 
@@ -166,7 +169,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     return result
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Validation win rate of one checkpoint against the references.")
     ap.add_argument("--run-dir", required=True, help="the run directory (job.json, data/val.jsonl, reward/)")
     ap.add_argument("--checkpoint", required=True, help="a global_step_N folder (of this run or a parent run)")

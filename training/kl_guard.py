@@ -14,8 +14,9 @@ ignored until the new attempt logs a step at or before the one that tripped the 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 ACTIONS = ("stop", "restore")
 NONE, STOP, RESTORE = "none", "stop", "restore"
@@ -38,14 +39,14 @@ class GuardConfig:
     threshold: float = 0.1
     patience: int = 3  # consecutive steps above the threshold before acting
     action: str = "restore"  # "stop" | "restore"
-    lr_factor: Optional[float] = 0.5  # restore: new lr = lr * lr_factor
-    kl_coef_factor: Optional[float] = None  # restore: new kl_coef = kl_coef * kl_coef_factor
+    lr_factor: float | None = 0.5  # restore: new lr = lr * lr_factor
+    kl_coef_factor: float | None = None  # restore: new kl_coef = kl_coef * kl_coef_factor
     max_rollbacks: int = 2
     enabled: bool = True
     metric: str = "actor/kl_loss"  # which logged series the caller feeds (the guard itself is agnostic)
 
     @classmethod
-    def from_dict(cls, raw: Optional[Mapping[str, Any]]) -> "GuardConfig":
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> GuardConfig:
         """Build and validate a config from a job's `kl_guard` block (missing keys take defaults)."""
         raw = dict(raw or {})
         if "kl_factor" in raw:  # the launch form's name for kl_coef_factor
@@ -94,17 +95,17 @@ class GuardConfig:
 @dataclass
 class GuardState:
     phase: str = WATCHING
-    last_step: Optional[int] = None  # last step fed while watching
+    last_step: int | None = None  # last step fed while watching
     streak: list[list[float]] = field(default_factory=list)  # [[step, kl], ...] of the current streak
     rollbacks: int = 0
-    restore_ceiling: Optional[int] = None  # while restoring: the tripping step (late points above it are old)
+    restore_ceiling: int | None = None  # while restoring: the tripping step (late points above it are old)
     hp: dict[str, float] = field(default_factory=dict)  # hp overrides applied by earlier restores
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, raw: Optional[Mapping[str, Any]]) -> "GuardState":
+    def from_dict(cls, raw: Mapping[str, Any] | None) -> GuardState:
         raw = dict(raw or {})
         known = {k: raw[k] for k in cls.__dataclass_fields__ if k in raw}
         return cls(**known)
@@ -116,14 +117,14 @@ class Decision:
     step: int  # the step that tripped the guard
     values: list[list[float]]  # the [step, kl] points of the streak that caused it
     reason: str
-    to_step: Optional[int] = None  # restore: the checkpoint step to resume from
+    to_step: int | None = None  # restore: the checkpoint step to resume from
     hp: dict[str, float] = field(default_factory=dict)  # restore: the new hyperparameters
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def restore_target(checkpoint_kl: Mapping[int, Optional[float]], threshold: float, before: int) -> Optional[int]:
+def restore_target(checkpoint_kl: Mapping[int, float | None], threshold: float, before: int) -> int | None:
     """The newest checkpoint step < `before` whose logged KL is known and within the threshold."""
     good = [s for s, kl in checkpoint_kl.items()
             if s < before and kl is not None and math.isfinite(kl) and kl <= threshold]
@@ -148,13 +149,13 @@ def next_hp(cfg: GuardConfig, base_hp: Mapping[str, Any], applied: Mapping[str, 
 class KLGuard:
     """Feed points, get decisions; `state` is the part to persist between calls."""
 
-    def __init__(self, cfg: GuardConfig, state: Optional[GuardState] = None) -> None:
+    def __init__(self, cfg: GuardConfig, state: GuardState | None = None) -> None:
         cfg.validate()
         self.cfg = cfg
         self.state = state or GuardState()
 
-    def feed(self, points: Iterable[tuple[int, Optional[float]]], checkpoint_kl: Mapping[int, Optional[float]],
-             base_hp: Optional[Mapping[str, Any]] = None) -> list[Decision]:
+    def feed(self, points: Iterable[tuple[int, float | None]], checkpoint_kl: Mapping[int, float | None],
+             base_hp: Mapping[str, Any] | None = None) -> list[Decision]:
         """Consume (step, kl) points in order; return the decisions taken (at most one per trip).
 
         `checkpoint_kl` maps each available checkpoint step to the KL logged at that step
@@ -167,7 +168,7 @@ class KLGuard:
                 decisions.append(d)
         return decisions
 
-    def _one(self, step: int, kl: Optional[float], checkpoint_kl, base_hp) -> Optional[Decision]:
+    def _one(self, step: int, kl: float | None, checkpoint_kl, base_hp) -> Decision | None:
         st, cfg = self.state, self.cfg
         if st.phase == STOPPED or not cfg.enabled:
             return None

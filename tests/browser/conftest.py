@@ -29,7 +29,9 @@ def browser():
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, timezone_id="Europe/Paris")
+    # en-US pins the date format the timezone test reads; Europe/Paris differs from the server's UTC.
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, timezone_id="Europe/Paris",
+                                  locale="en-US")
     pg = context.new_page()
     pg.set_default_timeout(20_000)
     yield pg
@@ -79,3 +81,23 @@ def celery_beat_proc(transactional_db, tmp_path, settings):
     yield proc
     proc.terminate()
     proc.wait(timeout=15)
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    # Persona fixtures hash passwords; PBKDF2 costs ~0.3 s per user on a loaded 2-core machine.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def stop_runs(settings):
+    """Training supervisors run in their own sessions (a worker restart must not kill them): stop the
+    ones this test started, by the pids their attempts recorded, when the test ends."""
+    import signal
+
+    yield
+    for pid_file in Path(settings.RUNS_ROOT).glob("**/attempts/*/supervisor.pid"):
+        try:
+            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
+        except (ValueError, ProcessLookupError, PermissionError):
+            pass

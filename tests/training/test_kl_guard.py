@@ -4,7 +4,16 @@ from __future__ import annotations
 import pytest
 
 from training.kl_guard import (
-    RESTORE, RESTORING, STOP, STOPPED, WATCHING, GuardConfig, GuardConfigError, GuardState, KLGuard, next_hp,
+    RESTORE,
+    RESTORING,
+    STOP,
+    STOPPED,
+    WATCHING,
+    GuardConfig,
+    GuardConfigError,
+    GuardState,
+    KLGuard,
+    next_hp,
     restore_target,
 )
 

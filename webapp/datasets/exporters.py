@@ -46,7 +46,11 @@ def export_rows(version: DatasetVersion, *, approved_only: bool = False) -> Iter
         raise ApplicationError("Approved-only export needs the review app, which is not installed yet.",
                                field="approved_only") from None
     result = training_rows(version, include_unreviewed=False)
-    return getattr(result, "rows", result)
+    rows = getattr(result, "rows", result)
+    splits = getattr(result, "splits", None)
+    if splits and len(splits) == len(rows):  # keep each row's split for VERL's extra_info
+        rows = [{**row, "split": split} for row, split in zip(rows, splits, strict=True)]
+    return rows
 
 
 def _messages(text: Any, role: str) -> Any:
@@ -165,6 +169,7 @@ def write_verl_parquet(rows_factory, path: str | Path, kind: str) -> int:
     """Write VERL's RL parquet schema; `rows_factory()` is called twice (a type pass, then the write)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
     from training.parquet import DataFormatError, to_verl_record
 
     extra_types = _extra_types(rows_factory())

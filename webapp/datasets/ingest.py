@@ -6,6 +6,8 @@ is visible to the page polling it; the import service deletes the rows again if 
 """
 from __future__ import annotations
 
+import queue
+import threading
 from contextlib import contextmanager
 
 import orjson
@@ -20,19 +22,99 @@ _COPY_COLUMNS = ("version_id", "index", "source_line", "split", "data_source", "
                  "prompt_chars", "chosen_chars", "rejected_chars", "row_hash")
 
 
+def _table_columns() -> tuple[str, str]:
+    table = connection.ops.quote_name(DatasetRow._meta.db_table)
+    return table, ", ".join(connection.ops.quote_name(c) for c in _COPY_COLUMNS)
+
+
+def _copy(conn, sql: str, batch: list[tuple], queued: bool = False) -> None:
+    from psycopg.copy import QueuedLibpqWriter
+
+    with conn.cursor() as cursor:
+        raw = cursor.cursor  # the psycopg cursor under Django's wrapper
+        # A queued writer sends from a thread, so the server ingests while this thread formats rows.
+        with raw.copy(sql, writer=QueuedLibpqWriter(raw) if queued else None) as copy:
+            for values in batch:
+                copy.write_row(values)
+
+
+class _CopyWorkers:
+    """Threads with their own PostgreSQL connections, each COPYing whole batches: the server's work
+    (parsing, TOAST, five indexes) runs on several cores while the caller keeps reading the file."""
+
+    def __init__(self, sql: str, workers: int):
+        self.sql = sql
+        self.queue: queue.Queue = queue.Queue(maxsize=workers)
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._run, daemon=True, name=f"copy-{i}") for i in range(workers)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self) -> None:
+        from django.db import connection as conn  # this thread's own connection
+
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("SET synchronous_commit TO OFF")
+            while (batch := self.queue.get()) is not None:
+                if not self.errors:
+                    try:
+                        _copy(conn, self.sql, batch)
+                    except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+                        self.errors.append(exc)
+        except BaseException as exc:  # noqa: BLE001
+            self.errors.append(exc)
+            while self.queue.get() is not None:  # keep draining so the producer never blocks
+                pass
+        finally:
+            conn.close()
+
+    def put(self, batch: list[tuple]) -> None:
+        if self.errors:
+            raise self.errors[0]
+        self.queue.put(batch)
+
+    def close(self) -> None:
+        for _ in self.threads:
+            self.queue.put(None)
+        for t in self.threads:
+            t.join()
+        if self.errors:
+            raise self.errors[0]
+
+
 class RowWriter:
-    """Buffer rows and write them in batches; `discard()` drops what is still buffered.
+    """Buffer rows and write them in batches; use as a context manager (it waits for the writes).
 
     Rows go in as plain tuples through the driver (COPY on PostgreSQL, executemany on SQLite): the
     ORM's per-object work (and, under DEBUG, its SQL logging) cost more than the database itself.
+    Inside a transaction (tests) PostgreSQL rows use the caller's connection, since other
+    connections could not see the uncommitted version they belong to.
     """
 
-    def __init__(self, version_id: int, batch_size: int = 5000):
+    def __init__(self, version_id: int, batch_size: int = 5000, workers: int = 2):
         self.version_id = version_id
         self.batch_size = batch_size
         self.vendor = connection.vendor
         self.buffer: list[tuple] = []
         self.written = 0
+        table, cols = _table_columns()
+        self.sql = f"COPY {table} ({cols}) FROM STDIN"
+        self.insert_sql = f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(_COPY_COLUMNS))})"
+        self.workers = None
+        if self.vendor == "postgresql" and workers > 0 and not connection.in_atomic_block:
+            self.workers = _CopyWorkers(self.sql, workers)
+
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self.workers is not None:
+            try:
+                self.workers.close()
+            except BaseException:
+                if exc_type is None:
+                    raise
 
     def add(self, row: Row, index: int, source_line: int, split: str) -> None:
         j = row.json
@@ -48,21 +130,13 @@ class RowWriter:
     def flush(self) -> None:
         if not self.buffer:
             return
-        table = connection.ops.quote_name(DatasetRow._meta.db_table)
-        cols = ", ".join(connection.ops.quote_name(c) for c in _COPY_COLUMNS)
-        if self.vendor == "postgresql":
-            from psycopg.copy import QueuedLibpqWriter
-
-            with connection.cursor() as cursor:
-                raw = cursor.cursor  # the psycopg cursor under Django's wrapper
-                # The queued writer sends from a thread, so the server ingests while we format rows.
-                with raw.copy(f"COPY {table} ({cols}) FROM STDIN", writer=QueuedLibpqWriter(raw)) as copy:
-                    for values in self.buffer:
-                        copy.write_row(values)
+        if self.workers is not None:
+            self.workers.put(self.buffer)
+        elif self.vendor == "postgresql":
+            _copy(connection, self.sql, self.buffer, queued=True)
         elif self.vendor == "sqlite":
-            marks = ", ".join("?" * len(_COPY_COLUMNS))
             with transaction.atomic(), connection.cursor() as cursor:  # one commit per buffer
-                cursor.cursor.executemany(f"INSERT INTO {table} ({cols}) VALUES ({marks})", self.buffer)
+                cursor.cursor.executemany(self.insert_sql, self.buffer)
         else:
             with transaction.atomic():
                 DatasetRow.objects.bulk_create([_model(v) for v in self.buffer], batch_size=500)

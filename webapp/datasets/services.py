@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 from django.conf import settings
+from django.core.exceptions import SuspiciousFileOperation
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -25,8 +26,7 @@ from django.utils.text import get_valid_filename
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.datasets import ingest
-from webapp.datasets.models import (Dataset, DatasetImport, DatasetKind, DatasetVersion, ImportStatus,
-                                    VersionStatus)
+from webapp.datasets.models import Dataset, DatasetImport, DatasetKind, DatasetVersion, ImportStatus, VersionStatus
 from webapp.datasets.parsing import FileError, Source, check_size, open_source, peek
 from webapp.datasets.shapes import Row, RowError, Shape, check_column_map, detect_shape, normalize
 from webapp.datasets.splits import parse_split, val_count, val_indices
@@ -218,7 +218,6 @@ def _new_version(project, user, opts: dict, shape: Shape, source: Source, record
 
 def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape, opts: dict,
             record: DatasetImport, tracker: _Tracker, user) -> DatasetVersion:
-    writer = ingest.RowWriter(version.pk)
     errors = _ErrorLog(record)
     content = hashlib.sha256()
     skip = opts["skip_bad_rows"]
@@ -233,7 +232,7 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
     counts = {"train": 0, "val": 0}
     tracker(0.0, "reading", force=True)
     try:
-        with ingest.fast_commits():
+        with ingest.fast_commits(), ingest.RowWriter(version.pk) as writer:
             for rec in source:
                 read += 1
                 row: Row | None = None
@@ -359,7 +358,10 @@ def import_upload(*, project, user, uploaded_file, name: str, kind: str | None =
         check_size(uploaded_file.size, settings.DATASET_MAX_UPLOAD_MB)
     except FileError as exc:
         raise ApplicationError(exc.message, field="file") from None
-    filename = get_valid_filename(Path(uploaded_file.name or "upload").name) or "upload"
+    try:
+        filename = get_valid_filename(Path(uploaded_file.name or "upload").name)
+    except SuspiciousFileOperation:  # a name like ".." leaves nothing usable
+        filename = "upload"
     record = DatasetImport.objects.create(project=project, created_by=user, name=opts["name"], kind=opts["kind"],
                                           filename=filename[:300], size_bytes=uploaded_file.size,
                                           options=_stored_options(opts), status=ImportStatus.QUEUED)

@@ -8,6 +8,7 @@ rows (prompt as a chat list, reward_model.ground_truth). No ORM here.
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
 import hashlib
 from collections.abc import Iterable
@@ -323,10 +324,8 @@ def _extra(data: dict[str, Any], shape: Shape) -> dict[str, Any]:
     source = shape.field_map.get("extra_info")
     extra = lookup(data, source) if source else None
     if isinstance(extra, str) and extra.strip().startswith("{"):
-        try:
+        with contextlib.suppress(orjson.JSONDecodeError):
             extra = orjson.loads(extra)
-        except orjson.JSONDecodeError:
-            pass
     if extra is None or extra == "":
         extra = {}
     if not isinstance(extra, dict):

@@ -48,11 +48,13 @@ def win_rate_chart(names: Iterable[str]) -> dict:
 
 def _grpo(names: set[str], config: dict) -> list[dict]:
     threshold = kl_threshold(config)
+    guard_on = bool(((config or {}).get("kl_guard") or {}).get("enabled", True))
+    label = f"KL guard {threshold:g}" if guard_on else f"KL threshold {threshold:g} (guard off)"
     return [
         chart("reward", "Reward (mean, min–max band)",
               [series("critic/score/mean", "mean", band=("critic/score/min", "critic/score/max"))]),
         chart("kl", "KL to the reference policy",
-              [series(KL_METRIC, "KL loss")], threshold={"value": threshold, "label": f"KL guard {threshold:g}"}),
+              [series(KL_METRIC, "KL loss")], threshold={"value": threshold, "label": label}),
         win_rate_chart(names),
         chart("entropy", "Entropy", [series("actor/entropy", "entropy")]),
         chart("response_length", "Response length (tokens)",

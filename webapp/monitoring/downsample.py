@@ -6,14 +6,14 @@ it). Pure numpy, O(n); x must be sorted ascending (steps are).
 """
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal
 
 import numpy as np
 
 Mode = Literal["minmax", "min", "max"]
 
 
-def bucket_index(x: np.ndarray, n_buckets: int, x_range: Optional[tuple[float, float]] = None) -> np.ndarray:
+def bucket_index(x: np.ndarray, n_buckets: int, x_range: tuple[float, float] | None = None) -> np.ndarray:
     """Equal-width bucket of each x over `x_range` (default: the data's own range), clipped to [0, n)."""
     x0, x1 = (float(x[0]), float(x[-1])) if x_range is None else (float(x_range[0]), float(x_range[1]))
     width = x1 - x0
@@ -31,7 +31,7 @@ def first_per_segment(mask: np.ndarray, seg: np.ndarray) -> np.ndarray:
 
 
 def minmax_indices(x: np.ndarray, y: np.ndarray, max_points: int, mode: Mode = "minmax",
-                   x_range: Optional[tuple[float, float]] = None) -> np.ndarray:
+                   x_range: tuple[float, float] | None = None) -> np.ndarray:
     """Indices (ascending) of the points to draw so that at most ~`max_points` remain.
 
     mode "minmax" keeps each bucket's min and max point (max_points // 2 buckets); "min" or "max"
@@ -69,7 +69,7 @@ def extremes_by_bucket(y: np.ndarray, buckets: np.ndarray, mode: Mode = "minmax"
 
 
 def downsample(x: np.ndarray, y: np.ndarray, max_points: int, mode: Mode = "minmax",
-               x_range: Optional[tuple[float, float]] = None) -> tuple[np.ndarray, np.ndarray]:
+               x_range: tuple[float, float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Convenience wrapper: the (x, y) arrays after `minmax_indices`."""
     idx = minmax_indices(x, y, max_points, mode, x_range)
     return x[idx], y[idx]

@@ -24,13 +24,13 @@ def _triples(points: Iterable[Any]) -> list[tuple[int, str, Any]]:
 
 def after_sync(job: Job, new_points: Iterable[Any]) -> None:
     """new_points: the points this sync added or changed (MetricPoint objects or (step, name, value))."""
-    from webapp.monitoring.rollup import rollup_update
+    from webapp.monitoring.rollup import rollup_sync
     from webapp.monitoring.services import kl_guard_process, retention_apply, write_protected
 
     points = _triples(new_points)
     try:
         if points:
-            rollup_update(job.pk, [(s, n) for s, n, _v in points])
+            rollup_sync(job.pk, [(s, n) for s, n, _v in points])
     except Exception:  # noqa: BLE001 - reads roll up what is missing themselves
         logger.exception("metric rollup failed for job %s", job.pk)
     try:

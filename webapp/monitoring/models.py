@@ -15,6 +15,9 @@ class KLGuardRecord(models.Model):
     trips = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
+    def __str__(self) -> str:
+        return f"KL guard of job {self.job_id}"
+
 
 class MetricRollup(models.Model):
     """Per (job, metric, level, bucket of 4**level steps): the points holding the min and the max (see rollup.py)."""
@@ -33,6 +36,9 @@ class MetricRollup(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "name", "level", "bucket"], name="unique_rollup_bucket")]
 
+    def __str__(self) -> str:
+        return f"{self.name} L{self.level} #{self.bucket}"
+
 
 class MetricRollupState(models.Model):
     """How far a series has been rolled up (reads roll up anything logged after it)."""
@@ -43,6 +49,9 @@ class MetricRollupState(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "name"], name="unique_rollup_state")]
+
+    def __str__(self) -> str:
+        return f"{self.name} rolled up to step {self.through_step}"
 
 
 class EvaluationStatus(models.TextChoices):
@@ -72,6 +81,9 @@ class CheckpointEvaluation(TimeStampedModel):
     class Meta:
         ordering = ["-created_at", "-id"]
 
+    def __str__(self) -> str:
+        return f"evaluation {self.pk} of checkpoint {self.checkpoint_id} ({self.status})"
+
     @property
     def is_active(self) -> bool:
         return self.status in (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)
@@ -97,8 +109,8 @@ class HumanEvalTask(TimeStampedModel):
 
 
 class Side(models.TextChoices):
-    A = "a", "A"
-    B = "b", "B"
+    A = "a", "Left"
+    B = "b", "Right"
 
 
 class HumanEvalItem(models.Model):
@@ -119,13 +131,16 @@ class HumanEvalItem(models.Model):
         ordering = ["task", "index"]
         constraints = [models.UniqueConstraint(fields=["task", "index"], name="unique_human_eval_item")]
 
+    def __str__(self) -> str:
+        return f"task {self.task_id} item {self.index}"
+
     def response(self, side: str) -> str:
         return self.policy_response if side == self.policy_side else self.reference_response
 
 
 class Choice(models.TextChoices):
-    A = "a", "A is better"
-    B = "b", "B is better"
+    A = "a", "Left is better"
+    B = "b", "Right is better"
     TIE = "tie", "Tie"
 
 
@@ -141,3 +156,6 @@ class HumanVerdict(models.Model):
     class Meta:
         ordering = ["item", "created_at"]
         constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="unique_human_verdict")]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer_id} on item {self.item_id}: {self.choice}"

@@ -7,8 +7,9 @@ points (downsample.minmax_indices): every display bucket's extremes are real poi
 the candidates, so spikes survive exactly as with the raw points.
 
 Maintenance: `rollup_update` recomputes the buckets that new or changed points touch, level by
-level (level 1 from the raw points, level k from level k-1), in a few queries per sync. Reads
-heal themselves: points logged after the last update are rolled up before the read.
+level (level 1 from the raw points, level k from level k-1), in a few queries. The first read of a
+long range builds a series' rollups; after that each sync (`rollup_sync`) keeps them current, and a
+read still rolls up anything logged since the last update before it answers.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ def _extremes(rows: list[tuple], level: int) -> dict[tuple[str, int], list]:
         seg = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(steps)]))
         lo = first_per_segment(values == np.minimum.reduceat(values, starts)[seg], seg)
         hi = first_per_segment(values == np.maximum.reduceat(values, starts)[seg], seg)
-        for b, i, j in zip(buckets[starts].tolist(), lo.tolist(), hi.tolist()):
+        for b, i, j in zip(buckets[starts].tolist(), lo.tolist(), hi.tolist(), strict=True):
             out[(name, b)] = [int(steps[i]), float(values[i]), _time(times[i]),
                               int(steps[j]), float(values[j]), _time(times[j])]
     return out
@@ -70,20 +71,26 @@ def _time(t: float) -> float | None:
 
 def _source_rows(job_id: int, level: int, spans: dict[str, tuple[int, int]]) -> list[tuple]:
     """(name, step, value, time) candidates for the given step spans: raw points for level 1,
-    the min and max points of level-1 buckets below otherwise."""
+    the min and max points of the level below otherwise. Names sharing a span share a query
+    (after a normal sync every series logged the same steps)."""
     points, rollups, _ = _tables()
+    by_span: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for name, span in spans.items():
+        by_span[span].append(name)
     rows: list[tuple] = []
     with connection.cursor() as cur:
-        for name, (lo, hi) in spans.items():
+        for (lo, hi), names in by_span.items():
+            marks = ", ".join(["%s"] * len(names))
             if level == 1:
-                cur.execute(f"SELECT name, step, value, wall_time FROM {points} WHERE job_id = %s AND name = %s "
-                            f"AND step >= %s AND step <= %s AND value IS NOT NULL", [job_id, name, lo, hi])
+                cur.execute(f"SELECT name, step, value, wall_time FROM {points} WHERE job_id = %s "
+                            f"AND name IN ({marks}) AND step >= %s AND step <= %s AND value IS NOT NULL",
+                            [job_id, *names, lo, hi])
                 rows.extend(r for r in cur.fetchall() if math.isfinite(r[2]))
             else:
                 child = size(level - 1)
                 cur.execute(f"SELECT name, min_step, min_value, min_time, max_step, max_value, max_time FROM {rollups} "
-                            f"WHERE job_id = %s AND name = %s AND level = %s AND bucket >= %s AND bucket <= %s",
-                            [job_id, name, level - 1, lo // child, hi // child])
+                            f"WHERE job_id = %s AND name IN ({marks}) AND level = %s AND bucket >= %s AND bucket <= %s",
+                            [job_id, *names, level - 1, lo // child, hi // child])
                 for n, s1, v1, t1, s2, v2, t2 in cur.fetchall():
                     rows.append((n, s1, v1, t1))
                     rows.append((n, s2, v2, t2))
@@ -115,11 +122,28 @@ def rollup_update(job_id: int, points: Iterable[tuple[int, str]]) -> int:
             objs, batch_size=2000, update_conflicts=True, unique_fields=["job", "name", "level", "bucket"],
             update_fields=["min_step", "min_value", "min_time", "max_step", "max_value", "max_time"])
         written += len(objs)
-    for name, s in steps.items():
-        state, _ = MetricRollupState.objects.get_or_create(job_id=job_id, name=name)
-        if state.through_step is None or max(s) > state.through_step:
-            MetricRollupState.objects.filter(pk=state.pk).update(through_step=max(s))
+    through = dict(MetricRollupState.objects.filter(job_id=job_id, name__in=list(steps))
+                   .values_list("name", "through_step"))
+    MetricRollupState.objects.bulk_create(
+        [MetricRollupState(job_id=job_id, name=n, through_step=max([max(s)] + ([through[n]] if through.get(n)
+                                                                               is not None else [])))
+         for n, s in steps.items()],
+        update_conflicts=True, unique_fields=["job", "name"], update_fields=["through_step"])
     return written
+
+
+def rollup_sync(job_id: int, points: Iterable[tuple[int, str]]) -> int:
+    """After a sync: keep up to date the series that have rollups (a chart once needed them).
+
+    Other series cost nothing per sync; the first long read builds theirs (see `_heal`).
+    """
+    points = list(points)
+    from webapp.monitoring.models import MetricRollupState
+
+    names = {n for _s, n in points}
+    tracked = set(MetricRollupState.objects.filter(job_id=job_id, name__in=list(names))
+                  .values_list("name", flat=True))
+    return rollup_update(job_id, [(s, n) for s, n in points if n in tracked]) if tracked else 0
 
 
 def rollup_build(job_id: int, name: str | None = None) -> int:

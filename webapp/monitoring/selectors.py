@@ -205,7 +205,7 @@ def checkpoint_rows(job: Job, metric_keys: list[str]) -> list[dict[str, Any]]:
 class LineageNode:
     job: Job
     branch_step: int | None
-    children: list["LineageNode"]
+    children: list[LineageNode]
     current: bool = False
 
 
@@ -228,6 +228,22 @@ def lineage(job: Job) -> LineageNode:
         return LineageNode(node, step, kids, node.pk == job.pk)
 
     return build(root, 0)
+
+
+def ancestry(job: Job) -> list[dict[str, Any]]:
+    """The step ranges this run inherits, oldest first: a child resumed at step N of its parent has the
+    parent's curve up to N (and the parent's own inheritance before that)."""
+    chain: list[dict[str, Any]] = []
+    node, seen = job, {job.pk}
+    while node.parent_id and node.resume_checkpoint_id and node.parent_id not in seen:
+        parent = Job.objects.get(pk=node.parent_id)
+        chain.append({"job": parent.pk, "to": node.resume_checkpoint.step, "from": None})
+        seen.add(parent.pk)
+        node = parent
+    chain.reverse()
+    for prev, cur in zip(chain, chain[1:], strict=False):
+        cur["from"] = prev["to"]  # a branch's own points start after the step it branched from
+    return chain
 
 
 def lineage_size(node: LineageNode) -> int:

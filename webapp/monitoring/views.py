@@ -181,9 +181,11 @@ def human_eval_review(request, slug, task_id):
     item = item or selectors.next_item_for(task, request.user)
     verdict = item.verdicts.filter(reviewer=request.user).first() if item else None
     done = task.items.filter(verdicts__reviewer=request.user).count()
+    prev_item = task.items.filter(index__lt=item.index).order_by("-index").first() if item else None
+    next_item = task.items.filter(index__gt=item.index).order_by("index").first() if item else None
     return render(request, "monitoring/human_eval_review.html", {
         "project": access.project, "access": access, "task": task, "item": item, "verdict": verdict,
-        "done": done, "total": task.items.count(),
+        "done": done, "total": task.items.count(), "prev_item": prev_item, "next_item": next_item,
         "response_a": item.response("a") if item else "", "response_b": item.response("b") if item else ""})
 
 

@@ -22,6 +22,7 @@ from webapp.review.services import orientation
 from webapp.review.training import TrainingSelection, expand_ranges, training_rows  # noqa: F401 (public API)
 
 LIST_PAGE_SIZE = 50
+SEARCH_WINDOW = 20_000  # rows a text search scans per page (about a quarter second on PostgreSQL)
 # A list shows an excerpt of the prompt: leave the long columns in the database.
 _LIST_DEFER = ("row__prompt", "row__chosen", "row__rejected", "row__chosen_text", "row__rejected_text",
                "row__extra_info", "row__ground_truth")
@@ -187,14 +188,30 @@ def pairs_queryset(*, version: DatasetVersion, f: PairFilter) -> QuerySet[PairSt
 
 
 def pairs_page(*, version: DatasetVersion, f: PairFilter, after: int | None = None,
-               limit: int = LIST_PAGE_SIZE) -> tuple[list[PairState], int | None]:
-    """One page of pairs in row order after index `after` (keyset: no OFFSET), and the next cursor."""
+               limit: int = LIST_PAGE_SIZE) -> tuple[list[PairState], int | None, int | None]:
+    """One page of pairs in row order after index `after` (keyset: no OFFSET).
+
+    Returns (pairs, next cursor, last row searched). Text search has no index, so one page looks at
+    SEARCH_WINDOW rows at most and says where it stopped; the next page carries on from there.
+    """
     qs = pairs_queryset(version=version, f=f)
     if after is not None:
         qs = qs.filter(row_index__gt=after)
+    searched_to = None
+    if f.q:
+        start = after + 1 if after is not None else (f.index_from or 0)
+        qs = qs.filter(row_index__lt=start + SEARCH_WINDOW)
+        searched_to = start + SEARCH_WINDOW - 1
     page = list(qs.select_related("row", "resolved_by").defer(*_LIST_DEFER).order_by("row_index")[: limit + 1])
     next_after = page[limit - 1].row_index if len(page) > limit else None
-    return page[:limit], next_after
+    if searched_to is not None:
+        if next_after is not None:
+            searched_to = next_after
+        elif searched_to < version.row_count - 1 and (f.index_to is None or searched_to < f.index_to):
+            next_after = searched_to  # nothing more in this window: the next page searches the next one
+        else:
+            searched_to = None  # reached the end
+    return page[:limit], next_after, searched_to
 
 
 def pair_row_ids(*, version: DatasetVersion, f: PairFilter, limit: int) -> list[int]:

@@ -14,7 +14,7 @@ from webapp.core.models import Role
 from webapp.core.services import ApplicationError
 from webapp.review import selectors, services
 from webapp.review.forms import BulkForm, PairFilterForm, ReleaseForm, ResolveForm
-from webapp.review.models import ReviewerStats, VersionReviewStats
+from webapp.review.models import ReviewerStats, Source, VersionReviewStats
 from webapp.review.stats import version_stats
 
 
@@ -87,9 +87,8 @@ def pairs(request, slug, version_id):
         else:
             messages.success(request, f"{bulk_form.cleaned_data['action'].capitalize()} applied to {n:,} pairs.")
             return redirect(request.get_full_path())
-    page, next_after = selectors.pairs_page(version=version, f=pair_filter, after=_after(request))
-    reviews = selectors.reviews_by_row([s.pk for s in page])
-    rows = [{"state": s, "reviews": reviews.get(s.pk, [])} for s in page]
+    page, next_after, searched_to = selectors.pairs_page(version=version, f=pair_filter, after=_after(request))
+    rows = _list_rows(page)
     query = request.GET.copy()
     query.pop("after", None)
     # Exact totals come from the counters when only the state is filtered; otherwise none (no COUNT(*)).
@@ -100,8 +99,25 @@ def pairs(request, slug, version_id):
         total = counters.count(pair_filter.state)
     return render(request, "review/pairs.html", _ctx(
         access, version, filter_form=filter_form, bulk_form=bulk_form, rows=rows, next_after=next_after,
-        query=query.urlencode(), total=total, bulk_max=services.BULK_MAX_ROWS,
+        query=query.urlencode(), total=total, bulk_max=services.BULK_MAX_ROWS, searched_to=searched_to,
         item_base=reverse("review-item", args=[slug, version.pk, 0]).removesuffix("0/")))
+
+
+def _list_rows(page) -> list[dict]:
+    """Plain strings per row: the template engine resolves a few names per row instead of dozens."""
+    reviews = selectors.reviews_by_row([s.pk for s in page])
+    sources = dict(Source.choices)
+    rows = []
+    for s in page:
+        votes = f"{s.votes_approve}/{s.votes_swap}/{s.votes_reject}/{s.votes_flag}"
+        said = [f"{r.reviewer.username}: {r.label}" + (f" ({r.reason})" if r.reason else "")
+                for r in reviews.get(s.pk, [])]
+        prompt = s.row.prompt_text
+        rows.append({"pk": s.pk, "index": s.row_index, "state": s.state, "swapped": s.final_swap,
+                     "source": sources.get(s.decision_source, "") if s.decision_source else "", "votes": votes,
+                     "reviews": said, "data_source": s.row.data_source,
+                     "excerpt": prompt if len(prompt) <= 160 else prompt[:159] + "…"})
+    return rows
 
 
 def _only_state(f: selectors.PairFilter) -> bool:
@@ -119,11 +135,11 @@ def conflicts(request, slug, version_id):
     access = project_access(request.user, slug, Role.ENGINEER)
     version = _version(access, version_id)
     page, next_after = selectors.conflicts_page(version=version, after=_after(request))
-    reviews = selectors.reviews_by_row([s.pk for s in page])
-    rows = [{"state": s, "reviews": reviews.get(s.pk, [])} for s in page]
     counters = VersionReviewStats.objects.filter(pk=version.pk).first()
-    return render(request, "review/conflicts.html", _ctx(access, version, rows=rows, next_after=next_after,
-                                                         counters=counters))
+    return render(request, "review/conflicts.html", _ctx(
+        access, version, rows=_list_rows(page), next_after=next_after, counters=counters,
+        item_base=reverse("review-item", args=[slug, version.pk, 0]).removesuffix("0/"),
+        here=request.get_full_path()))
 
 
 def item(request, slug, version_id, row_id):

@@ -126,6 +126,11 @@ class ModelRegisterForm(forms.Form):
     description = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False)
 
 
+class CheckpointModelForm(forms.Form):
+    step = forms.IntegerField(min_value=0, label="Checkpoint step")
+    name = forms.CharField(max_length=200, required=False, help_text="Blank: job<id>-step<N>.")
+
+
 class ResumeForm(forms.Form):
     checkpoint = forms.IntegerField(required=False, min_value=0, label="From step",
                                     help_text="Blank: the last checkpoint.")

@@ -14,4 +14,5 @@ urlpatterns = [
     path("<int:pk>/cancel/", views.job_cancel, name="cancel"),
     path("<int:pk>/resume/", views.job_resume, name="resume"),
     path("<int:pk>/clone/", views.job_clone, name="clone"),
+    path("<int:pk>/register-model/", views.job_register_model, name="register-model"),
 ]

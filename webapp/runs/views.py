@@ -18,7 +18,7 @@ from webapp.core.services import ApplicationError
 from webapp.rewards.forms import RewardSpecForm, build_reward_spec
 from webapp.runs import selectors
 from webapp.runs.forms import (
-    INPUT_FIELDS, JobForm, ModelRegisterForm, ResumeForm, preset_backends, preset_table, settings_initial,
+    CheckpointModelForm, INPUT_FIELDS, JobForm, ModelRegisterForm, ResumeForm, preset_backends, preset_table, settings_initial,
 )
 from webapp.runs.models import Job, JobState
 from webapp.runs.services import config as cfg
@@ -91,6 +91,22 @@ def _render_form(request, access, form, reward_form, clone_of=None, status=200):
         "clone_of": clone_of, "presets": preset_table(), "preset_backends": preset_backends()}, status=status)
 
 
+def _default_inputs(project, kind: str) -> dict:
+    """Sensible first choices: the newest dataset version that fits, the demo (or only) model."""
+    out = {}
+    try:
+        out["dataset_version"] = selectors.dataset_version_by_ref(project=project, ref=None, kind=kind).pk
+    except ApplicationError:
+        pass
+    base = selectors.default_base_model(project=project, kind=kind)
+    if base is not None:
+        out["base_model"] = base.pk
+    teacher = selectors.model_by_ref(project=project, ref=None, default_names=("demo-teacher",))
+    if teacher is not None and kind == "distill":
+        out["teacher_model"] = teacher.pk
+    return out
+
+
 def job_new(request, slug):
     access = project_access(request.user, slug, Role.ENGINEER)
     project = access.project
@@ -99,8 +115,9 @@ def job_new(request, slug):
         kind = kind if kind in cfg.KINDS else "grpo"
         preset = preset if preset in cfg.PRESETS else "demo-cpu"
         initial = {"kind": kind, "preset": preset, "backend": cfg.PRESETS[preset].get("backend", "local"),
-                   **settings_initial(cfg.base_config(kind, preset))}
-        form, reward_form = _forms(request, project, initial=initial)
+                   **_default_inputs(project, kind), **settings_initial(cfg.base_config(kind, preset))}
+        form, reward_form = _forms(request, project, initial=initial,
+                                   reward_initial=selectors.default_reward_spec(project=project, kind=kind))
         return _render_form(request, access, form, reward_form)
     action = request.POST.get("action", "review")
     if action == "preset":  # no-JS path: refill the settings from the chosen preset
@@ -237,6 +254,28 @@ def job_resume(request, slug, pk):
     else:
         messages.success(request, f"Attempt {attempt.number} queued: resuming from {Path(attempt.resume_from).name}.")
     return redirect("runs:detail", slug=slug, pk=job.pk)
+
+
+@require_POST
+def job_register_model(request, slug, pk):
+    """Register one of the job's checkpoints as a model (e.g. a trained reward model for GRPO)."""
+    access = project_access(request.user, slug, Role.ENGINEER)
+    job = _job_or_404(access, pk)
+    form = CheckpointModelForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a checkpoint step.")
+        return redirect("runs:detail", slug=slug, pk=job.pk)
+    checkpoint = job.checkpoints.filter(step=form.cleaned_data["step"]).first()
+    try:
+        if checkpoint is None:
+            raise ApplicationError(f"Job #{job.pk} has no checkpoint at step {form.cleaned_data['step']}.")
+        entry = registry.model_register_from_checkpoint(checkpoint=checkpoint, user=request.user,
+                                                        name=form.cleaned_data["name"])
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect("runs:detail", slug=slug, pk=job.pk)
+    messages.success(request, f"Registered {entry.name} ({entry.get_kind_display()}) from step {checkpoint.step}.")
+    return redirect("runs:models", slug=slug)
 
 
 # -- models --------------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ def version(db, project, engineer, write, pairs):
     rows = [*pairs, {"prompt": [{"role": "system", "content": "Be safe"},
                                 {"role": "user", "content": "<script>alert('x')</script>"}],
                      "chosen": "<b>bold</b> answer", "rejected": "<img src=x onerror=alert(1)>", "data_source": "web"}]
-    rows = [{**r, "prompt": r["prompt"] if isinstance(r["prompt"], list) else [{"role": "user", "content": r["prompt"]}],
+    rows = [{**r,
+             "prompt": r["prompt"] if isinstance(r["prompt"], list) else [{"role": "user", "content": r["prompt"]}],
              "chosen": [{"role": "assistant", "content": r["chosen"]}],
              "rejected": [{"role": "assistant", "content": r["rejected"]}]} for r in rows]
     return dataset_import(project=project, user=engineer, name="prefs", path=write("prefs.jsonl", rows), split="1")

@@ -41,6 +41,7 @@ def test_drag_and_drop_upload_then_stats_and_rows(page, live_server, engineer, s
     with page.expect_navigation(url="**/v1/"):
         page.click("#upload-submit")
     assert page.locator("table tbody tr").count() == 40
+    shot(page, "version")
     assert page.evaluate("sessionStorage.getItem('upload-bar')") == "100"  # the upload bar filled up
     page.click("text=Stats")
     page.wait_for_selector("#chart-diff_chars .main-svg")
@@ -49,9 +50,10 @@ def test_drag_and_drop_upload_then_stats_and_rows(page, live_server, engineer, s
     shot(page, "stats")
     page.goto(page.url.replace("stats/", "rows/0/"))
     assert "<script>alert(1)</script>" in page.inner_text("main") and dialogs == []
+    shot(page, "row")
 
 
-def test_mapping_in_the_browser_and_upload_errors(page, live_server, engineer, settings):  # noqa: F811
+def test_mapping_in_the_browser_and_upload_errors(page, live_server, engineer, settings, shot):  # noqa: F811
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     login(page, live_server, "erin", PASSWORD)
     page.goto(f"{live_server.url}/p/acme/datasets/upload/")
@@ -63,6 +65,27 @@ def test_mapping_in_the_browser_and_upload_errors(page, live_server, engineer, s
         page.click("#upload-submit")
     assert "Map the columns" in page.inner_text("main") and "What is 2+2?" in page.inner_text("main")
     assert page.input_value("#id_map_prompt") == "question"
+    shot(page, "mapping")
     with page.expect_navigation(url="**/v1/"):
         page.click("text=Import with this mapping")
     assert page.locator("table tbody tr").count() == 2
+
+
+def test_a_queued_import_shows_the_ingest_bar_until_a_worker_finishes(page, live_server, engineer,  # noqa: F811
+                                                                        settings, monkeypatch):
+    from jobs import tasks
+    from webapp.datasets.models import DatasetImport
+    from webapp.datasets.services import import_run
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.DATASET_SYNC_IMPORT_MB = 0  # every upload is queued for a worker
+    monkeypatch.setattr(tasks.ingest_dataset, "delay", lambda import_id: None)  # the test plays the worker
+    login(page, live_server, "erin", PASSWORD)
+    page.goto(f"{live_server.url}/p/acme/datasets/upload/")
+    page.evaluate(DROP_FILE, ["p.jsonl", '{"prompt": "q", "chosen": "a", "rejected": "b"}\n' * 3])
+    page.click("#upload-submit")
+    page.wait_for_selector("#ingest-progress:not([hidden])")
+    page.wait_for_function("document.getElementById('ingest-text').textContent.includes('Waiting for a worker')")
+    with page.expect_navigation(url="**/v1/"):
+        import_run(import_id=DatasetImport.objects.get().pk)
+    assert page.locator("table tbody tr").count() == 3

@@ -120,3 +120,24 @@ def test_approved_only_uses_the_review_selection(project, engineer, write, tmp_p
     assert calls == [(version.pk, False)] and result.rows == 1
     assert json.loads(out.read_text()) == {"prompt": "What is 2+2?", "chosen": "5", "rejected": "4",
                                            "data_source": "math"}
+
+
+def test_approved_only_with_the_review_app(project, engineer, write, tmp_path, pairs):
+    """With the real review app: only approved pairs, a swapped decision applied, splits kept."""
+    from django.apps import apps
+
+    try:
+        PairState = apps.get_model("review", "PairState")
+    except LookupError:
+        pytest.skip("the review app has no PairState model")
+    version = imported(project, engineer, write("p.jsonl", pairs), "prefs", split="0")
+    rows = list(DatasetRow.objects.filter(version=version).order_by("index"))
+    PairState.objects.create(row=rows[0], version=version, row_index=0, state="approved")
+    PairState.objects.create(row=rows[1], version=version, row_index=1, state="approved", final_swap=True)
+    PairState.objects.create(row=rows[2], version=version, row_index=2, state="rejected")
+    out = tmp_path / "approved.parquet"
+    result = export_version(version=version, fmt="verl", out_path=out, approved_only=True)
+    table = pq.read_table(out).to_pylist()
+    assert result.rows == 2
+    assert [r["reward_model"]["ground_truth"] for r in table] == ["4", "Lyon"]  # row 1 was swapped
+    assert {r["extra_info"]["split"] for r in table} == {"train"}

@@ -8,9 +8,8 @@ import pytest
 from django.utils import timezone
 
 from webapp.core.models import AuditLog
-from webapp.datasets.models import (Dataset, DatasetImport, DatasetRow, DatasetVersion, ImportStatus,
-                                    VersionStatus)
-from webapp.datasets.services import ImportFailed, dataset_import, imports_cleanup_stale, import_run
+from webapp.datasets.models import Dataset, DatasetImport, DatasetRow, DatasetVersion, ImportStatus, VersionStatus
+from webapp.datasets.services import ImportFailed, dataset_import, import_run, imports_cleanup_stale
 
 pytestmark = pytest.mark.django_db
 
@@ -57,7 +56,8 @@ def test_json_array_csv_and_parquet_give_the_same_rows(project, engineer, write,
 
 def test_verl_parquet_and_conversational_and_hh(project, engineer, write):
     verl = [{"data_source": "gsm8k", "prompt": [{"role": "user", "content": f"{i}+1?"}], "ability": "math",
-             "reward_model": {"style": "rule", "ground_truth": str(i + 1)}, "extra_info": {"split": "train", "index": i}}
+             "reward_model": {"style": "rule", "ground_truth": str(i + 1)},
+             "extra_info": {"split": "train", "index": i}}
             for i in range(5)]
     v = run(project, engineer, write("train.parquet", verl), name="verl")
     assert v.detected_shape == "verl" and v.dataset.kind == "prompts"
@@ -112,8 +112,8 @@ def test_rows_written_before_the_bad_row_are_deleted(project, engineer, write, p
 
 
 def _small_batches(init):
-    def patched(self, version_id, batch_size=5000):
-        init(self, version_id, batch_size=7)  # flush (commit) several batches before the bad row
+    def patched(self, version_id, batch_size=5000, workers=2):
+        init(self, version_id, batch_size=7, workers=workers)  # flush (commit) several batches before the bad row
     return patched
 
 
@@ -155,7 +155,8 @@ def test_split_is_seeded_and_reproducible(project, engineer, write):
     def val(version):
         return list(DatasetRow.objects.filter(version=version, split="val").values_list("index", flat=True))
 
-    a, b, c = (run(project, engineer, path, name=n, split="25%", split_seed=s) for n, s in (("a", 1), ("b", 1), ("c", 2)))
+    a, b, c = (run(project, engineer, path, name=n, split="25%", split_seed=s)
+               for n, s in (("a", 1), ("b", 1), ("c", 2)))
     assert len(val(a)) == 10 and val(a) == val(b) != val(c)
     with pytest.raises(ImportFailed, match="asks for 40 validation rows"):
         run(project, engineer, path, name="d", split="40")
@@ -251,3 +252,37 @@ def test_stale_imports_are_discarded(project, engineer, write, pairs):
     assert DatasetRow.objects.filter(version=version).count() == 4
     running.refresh_from_db()
     assert running.status == ImportStatus.FAILED and "stopped unexpectedly" in running.error
+
+
+@pytest.mark.django_db(transaction=True)
+def test_outside_a_transaction_rows_are_committed_in_batches_and_still_all_or_nothing(project, engineer, write,
+                                                                                     monkeypatch):
+    """As in production (autocommit): on PostgreSQL, COPY threads with their own connections write the rows."""
+    from webapp.datasets import ingest
+
+    monkeypatch.setattr(ingest.RowWriter, "__init__", _small_batches(ingest.RowWriter.__init__))
+    rows = [{"prompt": f"q{i}", "chosen": f"a{i}", "rejected": "b"} for i in range(60)]
+    version = run(project, engineer, write("ok.jsonl", rows), split="6")
+    assert DatasetRow.objects.filter(version=version).count() == 60 and version.val_count == 6
+    assert sorted(DatasetRow.objects.filter(version=version).values_list("index", flat=True)) == list(range(60))
+    with pytest.raises(ImportFailed):
+        run(project, engineer, write("bad.jsonl", [*rows, {"prompt": "q"}]), name="bad")
+    assert not Dataset.objects.filter(name="bad").exists() and DatasetRow.objects.count() == 60
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_error_in_a_copy_thread_fails_the_import_cleanly(project, engineer, write, monkeypatch):
+    from django.db import connection
+
+    from webapp.datasets import ingest
+
+    if connection.vendor != "postgresql":
+        pytest.skip("COPY threads are used on PostgreSQL only")
+
+    def broken(conn, sql, batch, queued=False):
+        raise RuntimeError("connection reset")
+
+    monkeypatch.setattr(ingest, "_copy", broken)
+    with pytest.raises(RuntimeError, match="connection reset"):
+        run(project, engineer, write("ok.jsonl", [{"prompt": "q", "chosen": "a", "rejected": "b"}]))
+    assert not Dataset.objects.exists() and not DatasetRow.objects.exists()

@@ -119,7 +119,8 @@ def test_content_decides_the_format_and_a_wrong_extension_is_named(write):
     with pytest.raises(FileError) as exc:
         sniff_format(csv_named_json)
     assert exc.value.code == "wrong_extension"
-    assert "named 'data.json' but its content is CSV" in exc.value.message and "prompt,chosen,rejected" in exc.value.message
+    assert "named 'data.json' but its content is CSV" in exc.value.message
+    assert "prompt,chosen,rejected" in exc.value.message
     assert sniff_format(write("rows.json", '{"a": 1}\n{"a": 2}\n')) == "jsonl"  # JSON family: fine
     assert sniff_format(write("rows.txt", "[{\"a\": 1}]")) == "json"  # unknown extension: content decides
     parquet = write("p.parquet", [{"a": 1}])

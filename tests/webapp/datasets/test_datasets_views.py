@@ -195,3 +195,25 @@ def test_rows_of_other_projects_are_not_reachable(as_user, engineer, version, dj
     Membership.objects.create(project=other, user=engineer, role="admin")
     assert as_user(engineer).get(f"/p/other/datasets/{version.dataset_id}/v1/").status_code == 404
     assert DatasetRow.objects.count() == 5
+
+
+def test_review_state_filter_with_the_review_app(as_user, viewer, version):
+    from django.apps import apps
+
+    try:
+        PairState = apps.get_model("review", "PairState")
+    except LookupError:
+        pytest.skip("the review app has no PairState model")
+    rows = list(DatasetRow.objects.filter(version=version).order_by("index"))
+    PairState.objects.create(row=rows[1], version=version, row_index=1, state="approved")
+    PairState.objects.create(row=rows[3], version=version, row_index=3, state="flagged")
+    PairState.objects.create(row=rows[4], version=version, row_index=4, state="unreviewed")
+    client = as_user(viewer)
+
+    def indexes(state):
+        return [r.index for r in client.get(pages(version)["version"] + f"?review_state={state}").context["page"].rows]
+
+    assert indexes("approved") == [1] and indexes("flagged") == [3] and indexes("unreviewed") == [0, 2, 4]
+    body = client.get(pages(version)["version"]).content.decode()
+    assert "<th scope=\"col\">Review</th>" in body
+    assert client.get(pages(version)["row"].replace("rows/4/", "rows/3/")).context["row"].review_state == "flagged"

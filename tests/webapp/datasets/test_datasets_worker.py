@@ -17,8 +17,8 @@ def test_worker_ingests_a_queued_upload(celery_worker_proc, api_for, engineer, s
     rows = [{"prompt": f"q{i}", "chosen": f"good {i}", "rejected": f"bad {i}"} for i in range(3000)]
     content = "".join(json.dumps(r) + "\n" for r in rows).encode()
     client = api_for(engineer)
-    resp = client.post("/api/projects/acme/datasets/", {"name": "big", "file": SimpleUploadedFile("big.jsonl", content)},
-                       format="multipart")
+    upload = SimpleUploadedFile("big.jsonl", content)
+    resp = client.post("/api/projects/acme/datasets/", {"name": "big", "file": upload}, format="multipart")
     assert resp.status_code == 202, resp.content
     status_url = f"/api/projects/acme/datasets/imports/{resp.json()['import']['id']}/"
     deadline, status = time.time() + 90, {}

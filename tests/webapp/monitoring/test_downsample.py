@@ -53,8 +53,8 @@ def test_every_bucket_keeps_its_extremes():
 def test_points_are_real_points_in_order():
     x, y = noisy(10_000)
     dx, dy = downsample(x, y, 300)
-    lookup = dict(zip(x.tolist(), y.tolist()))
-    assert all(lookup[a] == b for a, b in zip(dx.tolist(), dy.tolist()))
+    lookup = dict(zip(x.tolist(), y.tolist(), strict=True))
+    assert all(lookup[a] == b for a, b in zip(dx.tolist(), dy.tolist(), strict=True))
     assert np.all(np.diff(dx) > 0)
 
 

@@ -10,7 +10,12 @@ from webapp.core.models import AuditLog, Project
 from webapp.core.services import ApplicationError
 from webapp.monitoring import selectors
 from webapp.monitoring.services import (
-    checkpoint_promote, job_rollback, parse_hp_overrides, protected_steps, retention_apply, write_protected,
+    checkpoint_promote,
+    job_rollback,
+    parse_hp_overrides,
+    protected_steps,
+    retention_apply,
+    write_protected,
 )
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, RunEvent
 

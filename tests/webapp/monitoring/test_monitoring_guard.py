@@ -39,7 +39,7 @@ def test_a_kl_spike_restores_the_last_good_checkpoint_with_a_smaller_lr(launched
     job = _guard(launched_job())
     checkpoint(job, 5)
     c10 = checkpoint(job, 10)
-    _log(job, 1, {s: 0.02 for s in range(1, 11)})
+    _log(job, 1, dict.fromkeys(range(1, 11), 0.02))
     sync_job(job)
     assert not RunEvent.objects.filter(job=job, kind="kl_guard").exists()
     _log(job, 1, {11: 0.3, 12: 0.45})

@@ -7,7 +7,7 @@ import pytest
 from webapp.monitoring import rollup
 from webapp.monitoring.downsample import extremes_by_bucket
 from webapp.monitoring.hooks import after_sync
-from webapp.monitoring.models import MetricRollup
+from webapp.monitoring.models import MetricRollup, MetricRollupState
 from webapp.monitoring.selectors import SeriesQuery, metric_series
 from webapp.runs.models import MetricPoint
 
@@ -26,7 +26,7 @@ def expected(job, served_series, mode="minmax", lo=None, hi=None):
     qs = MetricPoint.objects.filter(job=job, name=NAME).order_by("step")
     if lo is not None:
         qs = qs.filter(step__gte=lo, step__lte=hi)
-    steps, values = map(np.array, zip(*qs.values_list("step", "value")))
+    steps, values = map(np.array, zip(*qs.values_list("step", "value"), strict=True))
     idx = extremes_by_bucket(values, steps // served_series["bucket_width"], mode)
     return steps[idx].tolist()
 
@@ -66,8 +66,11 @@ def test_incremental_updates_and_overwrites_match_a_fresh_build(make_job):
     first, second = rng.normal(0, 1, 9_000), rng.normal(0, 1, 6_000)
     seed(job, first)
     after_sync(job, [(s, NAME, None) for s in range(1, 9_001)])
+    assert not MetricRollup.objects.filter(job=job).exists()  # nobody looked yet: no cost per sync
+    served(job, 400)  # the first long read builds the rollups
     seed(job, second, start=9_001)
     after_sync(job, [(s, NAME, None) for s in range(9_001, 15_001)])
+    assert MetricRollupState.objects.get(job=job, name=NAME).through_step == 15_000  # kept up by the hook
     # a restore re-logs steps 8000..8100 with new values (one of them a spike)
     MetricPoint.objects.filter(job=job, name=NAME, step__gte=8_000, step__lte=8_100).update(value=0.0)
     MetricPoint.objects.filter(job=job, name=NAME, step=8_050).update(value=99.0)

@@ -41,7 +41,7 @@ def test_screen_of_an_importing_version_is_404(as_user, project, make, reviewer)
 
 
 def _listed(resp) -> list[int]:
-    return [s["state"].row_index for s in resp.context["rows"]]
+    return [r["index"] for r in resp.context["rows"]]
 
 
 def test_pairs_filters(as_user, project, version, reviewer, reviewer2, engineer):
@@ -120,7 +120,7 @@ def test_conflict_queue_and_resolution_page(as_user, project, version, reviewer,
     services.review_submit(actor=reviewer2, project=project, row=row, choice="reject")
     url = f"/p/acme/review/v/{version.pk}/conflicts/"
     eng_page = as_user(engineer).get(url).content.decode()
-    assert "rita: <strong>approve</strong>" in eng_page and "Only admins resolve them" in eng_page
+    assert "rita: approve" in eng_page and "Only admins resolve them" in eng_page
     assert 'value="swap"' not in eng_page
     admin = as_user(admin_user)
     assert 'value="swap"' in admin.get(url).content.decode()
@@ -138,3 +138,20 @@ def test_release_from_the_stats_page(as_user, project, version, reviewer, admin_
     resp = as_user(admin_user).post(f"/p/acme/review/v/{version.pk}/release/", {"reviewer": reviewer.pk})
     assert resp.status_code == 302
     assert PairState.objects.get(row_index=0, version=version).claims == 0
+
+
+def test_text_search_scans_a_block_per_page(as_user, project, make, engineer, monkeypatch):
+    from webapp.review import selectors
+
+    monkeypatch.setattr(selectors, "SEARCH_WINDOW", 5)
+    version = make(project, name="search", rows=12)
+    c = as_user(engineer)
+    url = f"/p/acme/review/v/{version.pk}/pairs/"
+    first = c.get(url, {"q": "question 9?"})
+    assert _listed(first) == [] and first.context["next_after"] == 4 and first.context["searched_to"] == 4
+    assert "Search the next rows" in first.content.decode()
+    second = c.get(url, {"q": "question 9?", "after": 4})
+    assert _listed(second) == [9] and second.context["next_after"] == 9
+    last = c.get(url, {"q": "question 9?", "after": 9})
+    assert _listed(last) == [] and last.context["next_after"] is None  # rows 10-11: the end
+    assert _listed(c.get(url, {"q": "question"})) == [0, 1, 2, 3, 4]

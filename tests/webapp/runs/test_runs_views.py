@@ -39,7 +39,8 @@ def url(project, name, job):
     base = f"/p/{project.slug}/jobs/"
     return {"list": base, "new": base + "new/", "preview": base + "preview/", "models": base + "models/",
             "detail": f"{base}{job.pk}/", "log": f"{base}{job.pk}/log/", "clone": f"{base}{job.pk}/clone/",
-            "cancel": f"{base}{job.pk}/cancel/", "resume": f"{base}{job.pk}/resume/"}[name]
+            "cancel": f"{base}{job.pk}/cancel/", "resume": f"{base}{job.pk}/resume/",
+            "register": f"{base}{job.pk}/register-model/"}[name]
 
 
 @pytest.mark.parametrize("name", READ)
@@ -54,7 +55,7 @@ def test_launch_pages_need_an_engineer(name, project, job, engineer, reviewer, v
         assert as_user(user).get(url(project, name, job)).status_code == code, (user.username, name)
 
 
-@pytest.mark.parametrize("name", ["new", "preview", "cancel", "resume", "models"])
+@pytest.mark.parametrize("name", ["new", "preview", "cancel", "resume", "models", "register"])
 def test_writes_refused_below_engineer(name, project, job, reviewer, viewer, outsider, as_user):
     for user, code in ((reviewer, 403), (viewer, 403), (outsider, 404)):
         assert as_user(user).post(url(project, name, job), {"name": "x"}).status_code == code, (user.username, name)
@@ -189,3 +190,29 @@ def test_monitoring_panel_is_included_when_that_app_provides_it(project, viewer,
     monkeypatch.setattr(tags, "get_template", fake_get_template)
     html = as_user(viewer).get(f"/p/{project.slug}/jobs/{job.pk}/").content.decode()
     assert f"MONITORING PANEL for #{job.pk}" in html
+
+
+def test_register_a_checkpoint_as_a_model(project, engineer, as_user, job, tiny_rm_dir, fake_supervisor, settings):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from webapp.runs.models import Checkpoint
+    from webapp.runs.services import job_launch
+
+    job_launch(job.pk)
+    job.refresh_from_db()
+    ckpt = Path(job.run_dir) / "checkpoints" / "global_step_5"
+    shutil.copytree(tiny_rm_dir, ckpt / "model")
+    (ckpt / "manifest.json").write_text(json.dumps({"step": 5, "format": "local", "lora": False, "metrics": {}}))
+    Checkpoint.objects.create(job=job, step=5, path=str(ckpt))
+    client = as_user(engineer)
+    resp = client.post(f"/p/{project.slug}/jobs/{job.pk}/register-model/", {"step": 5, "name": "rm-v1"})
+    assert resp.status_code == 302
+    entry = ModelEntry.objects.get(name="rm-v1")
+    assert entry.kind == "reward_model" and entry.source_job == job
+    assert Path(entry.path).is_relative_to(settings.MODELS_ROOT) and (Path(entry.path) / "config.json").exists()
+    shutil.rmtree(ckpt)  # retention may delete the checkpoint; the registered copy stays usable
+    assert (Path(entry.path) / "config.json").exists()
+    resp = client.post(f"/p/{project.slug}/jobs/{job.pk}/register-model/", {"step": 9}, follow=True)
+    assert "no checkpoint at step 9" in resp.content.decode()

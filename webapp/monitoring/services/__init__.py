@@ -1,7 +1,13 @@
 """Monitoring services: checkpoint actions, the KL guard, evaluations and human evaluations."""
 from webapp.monitoring.services.checkpoints import (
-    checkpoint_export, checkpoint_get, checkpoint_promote, job_rollback, parse_hp_overrides, protected_steps,
-    retention_apply, write_protected,
+    checkpoint_export,
+    checkpoint_get,
+    checkpoint_promote,
+    job_rollback,
+    parse_hp_overrides,
+    protected_steps,
+    retention_apply,
+    write_protected,
 )
 from webapp.monitoring.services.evaluation import evaluation_request, evaluation_run
 from webapp.monitoring.services.guard import guard_status, kl_guard_process

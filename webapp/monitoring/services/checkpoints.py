@@ -167,7 +167,7 @@ def job_rollback(*, job: Job, step: Any, user, reason: str = "", hp_overrides: A
 
 def protected_steps(job: Job) -> set[int]:
     """Steps of this run that must never be deleted: promoted, the project alias, resumed by a run, in use."""
-    from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus
+    from webapp.monitoring.models import EvaluationStatus
 
     ckpts = Checkpoint.objects.filter(job=job)
     steps = set(ckpts.filter(promoted=True).values_list("step", flat=True))

@@ -11,7 +11,13 @@ from django.db import transaction
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import (
-    Choice, CheckpointEvaluation, EvaluationStatus, HumanEvalItem, HumanEvalTask, HumanVerdict, Side,
+    CheckpointEvaluation,
+    Choice,
+    EvaluationStatus,
+    HumanEvalItem,
+    HumanEvalTask,
+    HumanVerdict,
+    Side,
 )
 from webapp.runs.models import Checkpoint, RunEvent
 

@@ -45,6 +45,7 @@ def monitor_panel(context, job) -> dict:
         "samplesUrl": f"/p/{slug}/monitor/jobs/{job.pk}/samples/",
         "charts": charts.default_charts(job.kind, names, job.config), "names": names,
         "events": selectors.events(job), "marks": selectors.win_rate_marks(job),
+        "ancestors": [{**a, "api": f"/api/projects/{slug}/monitor/jobs/{a['job']}/"} for a in selectors.ancestry(job)],
         "pollMs": 2000,
     }
     return {

@@ -119,14 +119,6 @@ def model_register(*, project, user, name: str, path: str = "", hub_id: str = ""
     return entry
 
 
-@transaction.atomic
-def model_delete(*, project, user, model: ModelEntry) -> None:
-    if model.jobs.exists() or model.teacher_jobs.exists():
-        raise ApplicationError(f"{model.name} is used by jobs; it stays registered.")
-    audit(actor=user, action="model.delete", project=project, obj=model, summary=f"Unregistered model {model.name}")
-    model.delete()
-
-
 def build_demo_models(*, project, user=None, names: list[str] | None = None,
                       log: Callable[[str], None] = print) -> list[ModelEntry]:
     """Build the tiny demo models into MODELS_ROOT once and register them in `project` (idempotent)."""
@@ -199,3 +191,36 @@ def _convert_gguf(gguf: Path, out: Path) -> None:
     plain.save_pretrained(tmp)
     tok.save_pretrained(tmp)
     tmp.rename(out)
+
+
+def model_register_from_checkpoint(*, checkpoint, user, name: str, description: str = "") -> ModelEntry:
+    """Copy a local-backend checkpoint's weights into MODELS_ROOT (LoRA merged) and register them.
+
+    The copy outlives checkpoint retention. VERL checkpoints need VERL's merger first (the checkpoints
+    table's export); register the exported folder by path.
+    """
+    from training.checkpoints import export_hf
+
+    from webapp.runs.models import CheckpointStatus
+
+    job = checkpoint.job
+    if checkpoint.status != CheckpointStatus.AVAILABLE or not Path(checkpoint.path).is_dir():
+        raise ApplicationError(f"The checkpoint at step {checkpoint.step} is no longer on disk.", field="step")
+    if not (Path(checkpoint.path) / "model").is_dir():
+        raise ApplicationError("This is not a local-backend checkpoint: export it to a Hugging Face folder first, "
+                               "then register that folder by path.", field="step")
+    name = (name or "").strip() or f"job{job.pk}-step{checkpoint.step}"
+    if ModelEntry.objects.filter(project=job.project, name=name).exists():
+        raise ApplicationError(f"A model named {name!r} is already registered.", field="name")
+    out = Path(settings.MODELS_ROOT) / job.project.slug / f"job{job.pk}-step{checkpoint.step}"
+    if not (out / "config.json").exists():
+        try:
+            export_hf(checkpoint.path, out, merge_lora=True,
+                      base_model_path=job.base_model.path if job.base_model and job.base_model.path else None)
+        except (OSError, RuntimeError, ValueError) as exc:
+            raise ApplicationError(f"Exporting the checkpoint failed: {exc}", field="step") from None
+    entry = model_register(project=job.project, user=user, name=name, path=str(out),
+                           description=description or f"{job.get_kind_display()} job #{job.pk}, step {checkpoint.step}")
+    ModelEntry.objects.filter(pk=entry.pk).update(source_job=job)
+    entry.source_job = job
+    return entry

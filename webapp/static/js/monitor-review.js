@@ -22,10 +22,14 @@
     }
   }
   box.querySelectorAll('[data-choice]').forEach((b) => b.addEventListener('click', () => choose(b.dataset.choice)));
-  const KEYS = {'1': 'a', ArrowLeft: 'a', '2': 'tie', ArrowDown: 'tie', '3': 'b', ArrowRight: 'b'};
+  // The same keys as the preference review screen (webapp/review): 1 left, 2 right, N/J next, P/K previous.
+  const KEYS = {'1': 'a', '2': 'b', '3': 'tie', t: 'tie'};
+  const NAV = {n: 'next', j: 'next', p: 'prev', k: 'prev'};
   document.addEventListener('keydown', (e) => {
     if (e.altKey || e.ctrlKey || e.metaKey || /^(INPUT|TEXTAREA|SELECT)$/.test(e.target.tagName)) return;
-    const choice = KEYS[e.key];
-    if (choice) { e.preventDefault(); choose(choice); }
+    const key = e.key.toLowerCase();
+    if (KEYS[key]) { e.preventDefault(); choose(KEYS[key]); return; }
+    const link = NAV[key] && box.querySelector(`[data-nav="${NAV[key]}"]`);
+    if (link) { e.preventDefault(); location.assign(link.href); }
   });
 })();

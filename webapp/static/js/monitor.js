@@ -13,6 +13,7 @@
   let extra = JSON.parse(localStorage.getItem(extraKey) || '[]');
 
   const data = {};       // name -> {step, value, time}
+  const inherited = {};  // name -> the ancestors' points up to the branch step (a rolled-back run's past)
   const zoom = {};       // chart id -> {series: {...}} at full resolution for the visible range
   let events = cfg.events || [];
   let marks = cfg.marks || {evaluations: [], human: []};
@@ -118,6 +119,12 @@
         custom = d.step.map((st) => (counts.has(st) ? counts.get(st) : '?'));
       }
       const hover = custom ? '%{y:.6g} (n=%{customdata})' : '%{y:.6g}';
+      const past = inherited[s.name];
+      if (past && past.step.length && settings.xmode === 'step') {
+        traces.push({type: 'scatter', mode: 'lines', x: past.step, y: past.value, name: `${s.label} (before the branch)`,
+                     line: {color, width: 1, dash: 'dot'}, opacity: 0.6,
+                     hovertemplate: `%{y:.6g}<extra>${s.label}, parent run</extra>`});
+      }
       const x = C.xOf(d, settings.xmode, t0);
       traces.push({type: 'scatter', mode: d.step.length < 3 ? 'lines+markers' : 'lines', x, y: d.value,
                    customdata: custom, name: w ? `${s.label} (raw)` : s.label, opacity: w ? 0.28 : 1,
@@ -153,11 +160,14 @@
       layout.annotations = [{xref: 'paper', x: 1, y: chart.threshold.value, yanchor: 'bottom', xanchor: 'right',
                              text: chart.threshold.label, showarrow: false, font: {size: 10, color: '#b42318'}}];
     }
-    const empty = chart.series.every((s) => !seriesFor(chart, s.name).step.length);
-    if (empty) {
-      layout.annotations = (layout.annotations || []).concat([{xref: 'paper', yref: 'paper', x: 0.5, y: 0.5,
-        showarrow: false, text: isActive ? 'No points yet: they appear here as the run logs them.' :
-          'This run logged no values for this chart.', font: {color: '#5b6470'}}]);
+    const empty = chart.series.every((s) => !seriesFor(chart, s.name).step.length &&
+                                         !(inherited[s.name] && inherited[s.name].step.length));
+    if (empty) {  // no axes, lines or markers to read: just say why
+      layout.xaxis.visible = false; layout.yaxis.visible = false; layout.shapes = []; layout.showlegend = false;
+      layout.annotations = [{xref: 'paper', yref: 'paper', x: 0.5, y: 0.5, showarrow: false,
+        text: isActive ? 'No points yet: they appear here as the run logs them.' :
+          'This run logged no values for this chart.', font: {color: '#5b6470'}}];
+      return {layout, eventTraces: []};
     }
     return {layout, eventTraces: deco.traces};
   }
@@ -221,6 +231,22 @@
       zoom[chart.id] = {series: r.series};
       render(chart);
     } catch (e) { status('Could not load the zoomed range: ' + e.message, true); }
+  }
+
+  // A rolled-back run continues its parent's curve: fetch the parent's points up to the branch step.
+  async function loadAncestors() {
+    const list = cfg.ancestors || [];
+    if (!list.length) return;
+    const parts = [];
+    for (const a of list) {
+      const params = {x1: String(a.to), x0: String(a.from === null ? -1e12 : a.from + 1)};
+      try { parts.push((await wb.get(a.api + 'metrics/?' + query(charts(), params))).series); } catch (e) { return; }
+    }
+    parts.forEach((series) => Object.entries(series).forEach(([name, s]) => {
+      const d = inherited[name] || (inherited[name] = {step: [], value: [], time: []});
+      d.step.push(...s.step); d.value.push(...s.value); d.time.push(...s.time);
+    }));
+    renderAll();
   }
 
   // -- loading and live polling ------------------------------------------------------------------
@@ -368,6 +394,6 @@
   buildGrid();
   const wanted = tabs.find((t) => '#' + t.dataset.tab === location.hash) || tabs[0];
   if (tabs.length) showTab(wanted);
-  loadAll();
+  loadAll().then(loadAncestors);
   setInterval(() => { if (isActive) poll(); }, cfg.pollMs || 2000);
 })();

@@ -81,7 +81,7 @@
       status.textContent = 'Preview unavailable: ' + err.message;
     }
   }
-  function schedule() { clearTimeout(timer); timer = setTimeout(preview, 400); }
+  function schedule() { clearTimeout(timer); timer = setTimeout(preview, 600); }
 
   $('preset').addEventListener('change', () => {
     if (presetBackends[$('preset').value]) $('backend').value = presetBackends[$('preset').value];

@@ -15,7 +15,7 @@ from webapp.runs.services import config as cfg
 from webapp.runs.services.launch import job_create, job_launch
 from webapp.runs.services.sync import sync_job
 
-WATCH = ("critic/score/mean", "loss", "train/loss", "actor/kl_loss")
+WATCH = ("critic/score/mean", "actor/kl_loss", "distill/loss", "distill/top1_agreement", "rm/loss", "rm/accuracy")
 
 
 class Command(BaseCommand):
@@ -32,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--shaping", choices=cfg.SHAPINGS)
         parser.add_argument("--model", help="registered base model name (default: demo-tiny)")
         parser.add_argument("--teacher", help="distillation teacher name (default: demo-teacher)")
-        parser.add_argument("--set", dest="settings", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
+        parser.add_argument("--set", dest="set_items", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
                             help="override a setting, e.g. --set lr=1e-5 lora.rank=8 verl.rollout_engine=sglang")
         parser.add_argument("--name", default="")
         parser.add_argument("--include-unreviewed", action="store_true")
@@ -55,7 +55,7 @@ class Command(BaseCommand):
             if user is None:
                 raise CommandError(f"No user {o['user']!r}.")
         try:
-            overrides = cfg.parse_set_args(o["settings"])
+            overrides = cfg.parse_set_args(o["set_items"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         data = {"kind": o["kind"], "preset": o["preset"],
