@@ -14,6 +14,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -115,9 +116,16 @@ def _data_rows(spec: dict[str, Any], run_dir: Path, split: str) -> list[dict[str
     return rows
 
 
+# "org/name" as on the Hugging Face hub: allowed for GPU workers that have hub access.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
 def _check_model_dir(label: str, path: str | None) -> None:
+    if path and not os.path.isabs(path) and _HUB_ID.match(path) and ".." not in path:
+        return  # the GPU worker downloads it; the web app flags hub ids as "needs hub access"
     if not path or not os.path.isabs(path):
-        raise BackendError(f"{label} must be an absolute path to a local HF model folder, got {path!r}")
+        raise BackendError(f"{label} must be an absolute path to a local HF model folder or a hub id "
+                           f"like Qwen/Qwen2.5-0.5B-Instruct, got {path!r}")
     if not os.path.isfile(os.path.join(path, "config.json")):
         raise BackendError(f"{label} {path} is not an HF model folder (no config.json)")
 

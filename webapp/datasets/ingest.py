@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import orjson
 from django.db import connection, transaction
-from django.db.models import Count, F, Min, Sum
+from django.db.models import Count
 
 from webapp.datasets.models import DatasetRow, Split
 from webapp.datasets.shapes import Row
@@ -185,17 +185,30 @@ def mark_val(version_id: int, indices: list[int], chunk: int = 2000) -> None:
             split=Split.VAL)
 
 
-def duplicate_summary(version_id: int, examples: int = 20) -> dict:
-    """Exact duplicates (same prompt, responses and ground truth), counted in the database."""
-    groups = (DatasetRow.objects.filter(version_id=version_id).values("row_hash")
-              .annotate(n=Count("id"), first=Min("index")).filter(n__gt=1))
-    totals = groups.aggregate(groups=Count("row_hash"), extra=Sum(F("n") - 1))
+def duplicate_summary(version_id: int, prefixes, examples: int = 20) -> dict:
+    """Exact duplicates (same prompt, responses and ground truth), found from the rows' hash prefixes.
+
+    `prefixes` holds the first 64 bits of each row's hash in row order (8 bytes a row, collected while
+    reading); sorting them finds the duplicate groups without a GROUP BY over every row. The
+    examples are then read by their full hash through the (version, row_hash) index.
+    """
+    import numpy as np
+
+    arr = np.frombuffer(prefixes, dtype=np.uint64) if len(prefixes) else np.zeros(0, dtype=np.uint64)
+    if arr.size < 2:
+        return {"groups": 0, "rows": 0, "examples": []}
+    order = np.argsort(arr, kind="stable")
+    ordered = arr[order]
+    same = ordered[1:] == ordered[:-1]  # position i+1 repeats position i
+    starts = np.flatnonzero(same & ~np.concatenate(([False], same[:-1])))  # first pair of each group
+    first_indexes = np.sort(order[starts])[:examples]  # stable sort: order[start] is the group's first row
     shown = []
-    for g in groups.order_by("first")[:examples]:
-        rows = list(DatasetRow.objects.filter(version_id=version_id, row_hash=g["row_hash"])
-                    .order_by("index").values_list("index", "source_line")[:10])
-        shown.append({"count": g["n"], "indexes": [r[0] for r in rows], "lines": [r[1] for r in rows]})
-    return {"groups": totals["groups"] or 0, "rows": totals["extra"] or 0, "examples": shown}
+    for index in first_indexes.tolist():
+        row_hash = DatasetRow.objects.filter(version_id=version_id, index=index).values_list("row_hash", flat=True)[0]
+        rows = list(DatasetRow.objects.filter(version_id=version_id, row_hash=row_hash).order_by("index")
+                    .values_list("index", "source_line"))
+        shown.append({"count": len(rows), "indexes": [r[0] for r in rows[:10]], "lines": [r[1] for r in rows[:10]]})
+    return {"groups": int(starts.size), "rows": int(same.sum()), "examples": shown}
 
 
 def data_source_counts(version_id: int, top: int = 50, counted: dict[str, int] | None = None) -> dict:

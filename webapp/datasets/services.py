@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import shutil
 import time
+from array import array
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +36,7 @@ Progress = Callable[[float, str], None]
 REPORT_FIRST_N = 100
 PEEK_ROWS = 50
 STALE_AFTER = timedelta(minutes=30)
+MAPPING_KEPT_FOR = timedelta(days=1)
 
 
 class ImportFailed(ApplicationError):
@@ -228,6 +230,7 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
     planned = None if file_split else source.count_hint()
     val_set = _planned_val(opts, planned)
     sources: dict[str, int] | None = {}
+    prefixes = array("Q")  # 64 bits of each row hash: duplicates are found from these at the end
     read = good = 0
     counts = {"train": 0, "val": 0}
     tracker(0.0, "reading", force=True)
@@ -249,6 +252,7 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
                     split = row.split or ("val" if good in val_set else "train")
                     writer.add(row, good, rec.where, split)
                     content.update(row.canonical + b"\n")
+                    prefixes.append(int(row.row_hash[:16], 16))
                     counts[split] += 1
                     good += 1
                     if sources is not None:
@@ -284,7 +288,8 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
         counts = {"train": good - k, "val": k}
         report["split"] = {"source": "seeded", "spec": opts["split"], "seed": opts["split_seed"], **counts}
     tracker(0.98, "finishing", force=True)
-    report.update(rows_imported=good, skipped=errors.count, duplicates=ingest.duplicate_summary(version.pk),
+    report.update(rows_imported=good, skipped=errors.count,
+                  duplicates=ingest.duplicate_summary(version.pk, prefixes),
                   data_sources=ingest.data_source_counts(version.pk, counted=sources))
     with transaction.atomic():
         DatasetVersion.objects.filter(pk=version.pk).update(
@@ -298,6 +303,12 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
               summary=f"Imported {good:,} rows into {version}" + (f" ({errors.count:,} bad rows skipped)"
                                                                  if errors.count else ""),
               after={"rows": good, "content_hash": version.content_hash, "file": record.filename})
+    if version.dataset.kind == DatasetKind.PREFERENCE:
+        # Prepare the review states now, in the import (a worker task for big files), so the first
+        # visit to the review screen of a 1M-row version does not pay for it.
+        from webapp.review.services import ensure_pair_states
+
+        ensure_pair_states(version=version)
     tracker(1.0, "done", force=True)
     return version
 
@@ -342,6 +353,13 @@ def imports_cleanup_stale() -> None:
     DatasetImport.objects.filter(status=ImportStatus.RUNNING, updated_at__lt=cutoff).update(
         status=ImportStatus.FAILED, phase="failed", updated_at=timezone.now(),
         error="The import stopped unexpectedly (its worker went away); nothing was imported. Upload the file again.")
+    # Uploads left waiting for a column mapping do not keep their file forever.
+    waiting = DatasetImport.objects.filter(status=ImportStatus.NEEDS_MAPPING,
+                                           updated_at__lt=timezone.now() - MAPPING_KEPT_FOR)
+    for record in waiting:
+        _remove_upload(record)
+    waiting.update(status=ImportStatus.FAILED, phase="failed", updated_at=timezone.now(),
+                   error="Nobody mapped the columns within a day, so the uploaded file was removed. Upload it again.")
 
 
 # ---- uploads from the browser and the API ------------------------------------------------------------
@@ -444,6 +462,12 @@ def import_run(*, import_id: int) -> DatasetVersion | None:
 
 
 def _remove_upload(record: DatasetImport) -> None:
-    if record.upload_path:
-        shutil.rmtree(Path(record.upload_path).parent, ignore_errors=True)
-        DatasetImport.objects.filter(pk=record.pk).update(upload_path="")
+    if not record.upload_path:
+        return
+    path = Path(record.upload_path)
+    if path.parent.parent == uploads_dir():  # our uploads/<id>/ folder
+        shutil.rmtree(path.parent, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+    record.upload_path = ""
+    DatasetImport.objects.filter(pk=record.pk).update(upload_path="")

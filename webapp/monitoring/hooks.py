@@ -27,15 +27,23 @@ def after_sync(job: Job, new_points: Iterable[Any]) -> None:
     from webapp.monitoring.rollup import rollup_sync
     from webapp.monitoring.services import kl_guard_process, retention_apply, write_protected
 
-    points = _triples(new_points)
+    raw = list(new_points or [])
+    points = _triples(raw)
+    # After a restore, one sync may still carry the dying attempt's last lines: the guard judges only
+    # the newest attempt's points (the curves take them all).
+    attempts = {getattr(p, "attempt", None) for p in raw}
+    guard_points = points
+    if None not in attempts and len(attempts) > 1:
+        newest = max(attempts)
+        guard_points = [t for t, p in zip(points, raw, strict=True) if p.attempt == newest]
     try:
         if points:
             rollup_sync(job.pk, [(s, n) for s, n, _v in points])
     except Exception:  # noqa: BLE001 - reads roll up what is missing themselves
         logger.exception("metric rollup failed for job %s", job.pk)
     try:
-        if points:
-            kl_guard_process(job=job, new_points=points)
+        if guard_points:
+            kl_guard_process(job=job, new_points=guard_points)
     except Exception:  # noqa: BLE001 - logged; the next sync tries again
         logger.exception("KL guard failed for job %s", job.pk)
     try:

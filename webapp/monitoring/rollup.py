@@ -161,38 +161,23 @@ def rollup_build(job_id: int, name: str | None = None) -> int:
     return total
 
 
-def _bounds(job_id: int, name: str) -> tuple[int, int] | None:
-    points, _, _ = _tables()
+def _bounds(job_id: int, name: str) -> tuple[int, int, int | None] | None:
+    """(first step, last step, rolled-up-through step) of a series in one round trip: two index
+    lookups on (job, name, step), never an aggregate over the series."""
+    points, _, state = _tables()
     with connection.cursor() as cur:
-        # two index lookups on (job, name, step), not an aggregate over the series
-        cur.execute(f"SELECT step FROM {points} WHERE job_id = %s AND name = %s ORDER BY step LIMIT 1", [job_id, name])
-        lo = cur.fetchone()
-        if lo is None:
-            return None
-        cur.execute(f"SELECT step FROM {points} WHERE job_id = %s AND name = %s ORDER BY step DESC LIMIT 1",
-                    [job_id, name])
-        return int(lo[0]), int(cur.fetchone()[0])
+        cur.execute(f"SELECT (SELECT step FROM {points} WHERE job_id = %s AND name = %s ORDER BY step LIMIT 1), "
+                    f"(SELECT step FROM {points} WHERE job_id = %s AND name = %s ORDER BY step DESC LIMIT 1), "
+                    f"(SELECT through_step FROM {state} WHERE job_id = %s AND name = %s)",
+                    [job_id, name, job_id, name, job_id, name])
+        lo, hi, through = cur.fetchone()
+    return None if lo is None else (int(lo), int(hi), through)
 
 
-def _heal(job_id: int, name: str, hi: int) -> None:
-    """Roll up points logged after the last update (when a sync's hook did not run)."""
-    from webapp.monitoring.models import MetricRollupState
-
-    through = MetricRollupState.objects.filter(job_id=job_id, name=name).values_list("through_step", flat=True).first()
-    if through is not None and through >= hi:
-        return
-    bounds = _bounds(job_id, name)
-    if bounds is None:
-        return
-    rollup_update(job_id, [(bounds[0] if through is None else through + 1, name), (hi, name)])
-
-
-def _raw(job_id: int, name: str, lo: int, hi: int) -> list[tuple]:
-    points, _, _ = _tables()
-    with connection.cursor() as cur:
-        cur.execute(f"SELECT step, value, wall_time FROM {points} WHERE job_id = %s AND name = %s AND step >= %s "
-                    f"AND step <= %s AND value IS NOT NULL ORDER BY step", [job_id, name, lo, hi])
-        return cur.fetchall()
+def _heal(job_id: int, name: str, lo: int, hi: int, through: int | None) -> None:
+    """Roll up points logged after the last update (a first read, or a sync whose hook did not run)."""
+    if through is None or through < hi:
+        rollup_update(job_id, [(lo if through is None else through + 1, name), (hi, name)])
 
 
 def plan(span: int, max_points: int, mode: str = "minmax") -> tuple[int, int] | None:
@@ -214,7 +199,7 @@ def rollup_series(job_id: int, name: str, max_points: int, mode: str = "minmax",
     bounds = _bounds(job_id, name)
     if bounds is None:
         return None
-    lo, hi = bounds
+    lo, hi, through = bounds
     if step_range is not None:
         lo, hi = max(lo, math.floor(step_range[0])), min(hi, math.ceil(step_range[1]))
         if lo > hi:
@@ -223,25 +208,28 @@ def rollup_series(job_id: int, name: str, max_points: int, mode: str = "minmax",
     if chosen is None:
         return None
     level, width = chosen
-    _heal(job_id, name, bounds[1])
+    _heal(job_id, name, bounds[0], bounds[1], through)
     sz = size(level)
-    _, rollups, _ = _tables()
+    points, rollups, _ = _tables()
     b0, b1 = lo // sz, hi // sz
-    rows: list[tuple] = []
+    # whole buckets from the pyramid; the two edge buckets may stick out of the range, so their
+    # in-range part comes raw. One round trip.
+    raw = (f"SELECT step, value, wall_time, step, value, wall_time FROM {points} WHERE job_id = %s AND name = %s "
+           f"AND step >= %s AND step <= %s AND value IS NOT NULL")
     with connection.cursor() as cur:
         cur.execute(f"SELECT min_step, min_value, min_time, max_step, max_value, max_time FROM {rollups} "
-                    f"WHERE job_id = %s AND name = %s AND level = %s AND bucket > %s AND bucket < %s",
-                    [job_id, name, level, b0, b1])
-        for s1, v1, t1, s2, v2, t2 in cur.fetchall():
-            rows.append((s1, v1, t1))
-            rows.append((s2, v2, t2))
-    # the two edge buckets may stick out of the range: read their in-range part raw
-    rows += _raw(job_id, name, lo, min(hi, (b0 + 1) * sz - 1))
-    if b1 > b0:
-        rows += _raw(job_id, name, max(lo, b1 * sz), hi)
-    arr = np.array(rows, dtype=np.float64).reshape(-1, 3)
+                    f"WHERE job_id = %s AND name = %s AND level = %s AND bucket > %s AND bucket < %s "
+                    f"UNION ALL {raw} UNION ALL {raw}",
+                    [job_id, name, level, b0, b1, job_id, name, lo, min(hi, (b0 + 1) * sz - 1),
+                     job_id, name, max(lo, b1 * sz, (b0 + 1) * sz), hi])
+        rows = cur.fetchall()
+    if not rows:
+        return None
+    both = np.array(rows, dtype=np.float64)  # NULL wall times become nan
+    arr = np.concatenate([both[:, 0:3], both[:, 3:6]])
     arr = arr[np.isfinite(arr[:, 1])]
     arr = arr[np.argsort(arr[:, 0], kind="stable")]
+    arr = arr[np.r_[True, arr[1:, 0] != arr[:-1, 0]]]  # a point can be both a bucket's min and max
     steps = arr[:, 0].astype(np.int64)
     idx = extremes_by_bucket(arr[:, 1], steps // width, mode)  # type: ignore[arg-type]
     return {"step": steps[idx], "value": arr[idx, 1], "time": arr[idx, 2], "total": hi - lo + 1, "width": width}

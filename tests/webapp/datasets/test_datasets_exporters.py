@@ -132,9 +132,11 @@ def test_approved_only_with_the_review_app(project, engineer, write, tmp_path, p
         pytest.skip("the review app has no PairState model")
     version = imported(project, engineer, write("p.jsonl", pairs), "prefs", split="0")
     rows = list(DatasetRow.objects.filter(version=version).order_by("index"))
-    PairState.objects.create(row=rows[0], version=version, row_index=0, state="approved")
-    PairState.objects.create(row=rows[1], version=version, row_index=1, state="approved", final_swap=True)
-    PairState.objects.create(row=rows[2], version=version, row_index=2, state="rejected")
+    # The import prepared a review state per pair (all unreviewed); set the decisions directly.
+    assert PairState.objects.filter(version=version, state="unreviewed").count() == len(rows)
+    PairState.objects.filter(row=rows[0]).update(state="approved")
+    PairState.objects.filter(row=rows[1]).update(state="approved", final_swap=True)
+    PairState.objects.filter(row=rows[2]).update(state="rejected")
     out = tmp_path / "approved.parquet"
     result = export_version(version=version, fmt="verl", out_path=out, approved_only=True)
     table = pq.read_table(out).to_pylist()

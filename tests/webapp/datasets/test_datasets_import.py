@@ -247,7 +247,13 @@ def test_stale_imports_are_discarded(project, engineer, write, pairs):
     DatasetVersion.objects.filter(pk=stale.pk).update(updated_at=old)
     running = DatasetImport.objects.create(project=project, name="half", status=ImportStatus.RUNNING)
     DatasetImport.objects.filter(pk=running.pk).update(updated_at=old)
+    upload = write("waiting/q.csv", "question\nx\n")
+    waiting = DatasetImport.objects.create(project=project, name="w", status=ImportStatus.NEEDS_MAPPING,
+                                           upload_path=str(upload))
+    DatasetImport.objects.filter(pk=waiting.pk).update(updated_at=timezone.now() - timedelta(days=2))
     imports_cleanup_stale()
+    waiting.refresh_from_db()
+    assert waiting.status == ImportStatus.FAILED and not upload.exists() and waiting.upload_path == ""
     assert not DatasetVersion.objects.filter(pk=stale.pk).exists() and not Dataset.objects.filter(name="half").exists()
     assert DatasetRow.objects.filter(version=version).count() == 4
     running.refresh_from_db()
@@ -286,3 +292,20 @@ def test_a_database_error_in_a_copy_thread_fails_the_import_cleanly(project, eng
     with pytest.raises(RuntimeError, match="connection reset"):
         run(project, engineer, write("ok.jsonl", [{"prompt": "q", "chosen": "a", "rejected": "b"}]))
     assert not Dataset.objects.exists() and not DatasetRow.objects.exists()
+
+
+def test_the_seeded_split_is_the_same_whether_the_row_count_is_known_up_front_or_not(project, engineer, write):
+    rows = [{"prompt": f"q{i}", "ground_truth": str(i)} for i in range(30)]
+    jsonl = write("a.jsonl", rows)  # line count known before reading: splits assigned while writing
+    blank_lines = write("b.jsonl", "\n\n".join(json.dumps(r) for r in rows) + "\n\n")  # the count is off: fixed after
+    csv_file = write("c.csv", "prompt,ground_truth\n" + "".join(f"q{i},{i}\n" for i in range(30)))  # no count
+    bad_row = write("d.jsonl", [*rows[:10], {"prompt": "x"}, *rows[10:]])  # skipped row: fixed after
+
+    def val(path, name, **kw):
+        v = run(project, engineer, path, name=name, split="20%", split_seed=4, **kw)
+        assert (v.train_count, v.val_count) == (24, 6)
+        return list(DatasetRow.objects.filter(version=v, split="val").values_list("index", flat=True))
+
+    expected = val(jsonl, "a")
+    assert len(expected) == 6
+    assert val(blank_lines, "b") == val(csv_file, "c") == val(bad_row, "d", skip_bad_rows=True) == expected

@@ -99,14 +99,12 @@ def fake_supervisor(monkeypatch):
     monkeypatch.setattr("training.supervisor.spawn_supervisor", lambda attempt_dir, python=None: 424242)
 
 
-@pytest.fixture
-def launched_job(project, engineer, tiny_model_dir, no_enqueue, fake_supervisor):
-    """launched_job(**hp) -> a GRPO job created and launched by the runs services (no process runs)."""
+def job_inputs(project, model_dir: Path) -> dict:
+    """A prompt dataset version (the demo sums), the exact-match reward and a registered model."""
     from training.demo import EXACT_MATCH_SOURCE, arithmetic_rows
     from webapp.datasets.models import Dataset, DatasetKind, DatasetRow, DatasetVersion, VersionStatus
     from webapp.rewards.services import reward_function_create
     from webapp.runs.models import ModelEntry, ModelKind
-    from webapp.runs.services import job_create, job_launch
 
     dataset = Dataset.objects.create(project=project, name="arith", kind=DatasetKind.PROMPTS)
     train, val = arithmetic_rows("train"), arithmetic_rows("val")[:6]
@@ -123,12 +121,20 @@ def launched_job(project, engineer, tiny_model_dir, no_enqueue, fake_supervisor)
     DatasetRow.objects.bulk_create(rows)
     fn = reward_function_create(project=project, user=None, name="exact-match", source=EXACT_MATCH_SOURCE)
     spec = {"shaping": "raw", "components": [{"type": "function", "version_id": fn.latest_version.pk, "weight": 1.0}]}
-    model = ModelEntry.objects.create(project=project, name="tiny", kind=ModelKind.CAUSAL_LM, path=str(tiny_model_dir))
+    model = ModelEntry.objects.create(project=project, name="tiny", kind=ModelKind.CAUSAL_LM, path=str(model_dir))
+    return {"dataset_version": version, "reward_spec": spec, "base_model": model}
+
+
+@pytest.fixture
+def launched_job(project, engineer, tiny_model_dir, no_enqueue, fake_supervisor):
+    """launched_job(**hp) -> a GRPO job created and launched by the runs services (no process runs)."""
+    from webapp.runs.services import job_create, job_launch
+
+    inputs = job_inputs(project, tiny_model_dir)
 
     def make(**hp) -> Job:
         job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
-                         hp_overrides={"max_steps": 40, "lr": 1e-3, **hp}, dataset_version=version,
-                         reward_spec=spec, base_model=model, include_unreviewed=True)
+                         hp_overrides={"max_steps": 40, "lr": 1e-3, **hp}, include_unreviewed=True, **inputs)
         job_launch(job.pk)
         job.refresh_from_db()
         Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)

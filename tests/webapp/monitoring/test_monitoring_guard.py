@@ -10,7 +10,7 @@ import pytest
 from webapp.core.models import AuditLog
 from webapp.monitoring.hooks import after_sync
 from webapp.monitoring.models import KLGuardRecord
-from webapp.runs.models import Job, JobAttempt, RunEvent
+from webapp.runs.models import Job, JobAttempt, MetricPoint, RunEvent
 from webapp.runs.services import sync_job
 
 pytestmark = pytest.mark.django_db
@@ -95,3 +95,21 @@ def test_no_good_checkpoint_means_stop(launched_job, checkpoint):
     after_sync(job, [(1, KL, 0.2), (2, KL, 0.3)])
     ev = RunEvent.objects.get(job=job, kind="kl_guard")
     assert ev.data["action"] == "stop" and "no checkpoint" in ev.message
+
+
+def test_the_dying_attempts_last_points_do_not_trip_the_restored_run(launched_job, checkpoint):
+    job = _guard(launched_job(), max_rollbacks=5)
+    checkpoint(job, 10)
+    first = MetricPoint.objects.bulk_create([MetricPoint(job=job, step=s, name=KL, value=v, attempt=1)
+                                             for s, v in [(9, 0.01), (10, 0.01), (11, 0.5), (12, 0.5)]])
+    after_sync(job, first)
+    assert KLGuardRecord.objects.get(job=job).state["phase"] == "restoring"
+    Job.objects.filter(pk=job.pk).update(state="running")
+    job.refresh_from_db()
+    # one sync carries attempt 1's last (high) lines and attempt 2's first (healthy) ones
+    mixed = [MetricPoint(job=job, step=s, name=KL, value=v, attempt=a)
+             for s, v, a in [(13, 0.9, 1), (14, 0.9, 1), (11, 0.02, 2), (12, 0.03, 2)]]
+    after_sync(job, mixed)
+    state = KLGuardRecord.objects.get(job=job).state
+    assert state["phase"] == "watching" and state["rollbacks"] == 1 and state["last_step"] == 12
+    assert RunEvent.objects.filter(job=job, kind="kl_guard", data__action="restore").count() == 1
