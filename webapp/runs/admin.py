@@ -45,3 +45,9 @@ class MetricPointAdmin(admin.ModelAdmin):
     list_display = ("job", "name", "step", "value", "attempt")
     search_fields = ("name",)
     raw_id_fields = ("job",)
+
+
+# JobAttempt and anything added later get the defaults.
+from webapp.core.admin_utils import register_app_models  # noqa: E402
+
+register_app_models("runs")
