@@ -6,6 +6,10 @@ from django.test import Client
 
 from webapp.core.models import Membership, Project, Role
 
+# One session-wide Playwright/Chromium for every browser test, wherever it lives (a second
+# sync_playwright() while one is running fails).
+from tests.browser_support import browser, celery_beat_proc, page, shot, stop_runs  # noqa: E402,F401
+
 PASSWORD = "pw-for-tests-1"
 
 

@@ -1,86 +1,9 @@
-"""Playwright driving Debian's Chromium (never a downloaded browser) against a live test server."""
+"""Browser tests: the fixtures live in tests/browser_support.py (one Playwright for the whole session)."""
 from __future__ import annotations
-
-import os
-import shutil
-from pathlib import Path
 
 import pytest
 
-CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
-# Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still synchronous.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-
-
-@pytest.fixture(scope="session")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian chromium is not installed (apt-get install chromium)")
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    with playwright_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    # en-US pins the date format the timezone test reads; Europe/Paris differs from the server's UTC.
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, timezone_id="Europe/Paris",
-                                  locale="en-US")
-    pg = context.new_page()
-    pg.set_default_timeout(20_000)
-    yield pg
-    context.close()
-
-
-@pytest.fixture
-def shot(request):
-    """`shot(page, "name")` saves a full-page screenshot as a test artifact."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    counter = {"n": 0}
-
-    def take(pg, name: str) -> Path:
-        counter["n"] += 1
-        path = SCREENSHOTS / f"{request.node.name}-{counter['n']:02d}-{name}.png"
-        pg.screenshot(path=str(path), full_page=True)
-        return path
-
-    return take
-
-
-def login(page, live_server, username: str, password: str) -> None:
-    page.goto(f"{live_server.url}/login/")
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(lambda url: "/login/" not in url)
-
-
-@pytest.fixture
-def celery_beat_proc(transactional_db, tmp_path, settings):
-    """A real beat scheduler (the run sync every 2 s) against the test database."""
-    import subprocess
-    import sys
-
-    from tests.conftest import _database_url_for_current_connection
-
-    root = Path(__file__).resolve().parents[2]
-    env = dict(os.environ, DATABASE_URL=_database_url_for_current_connection(), RUNS_ROOT=str(settings.RUNS_ROOT),
-               MODELS_ROOT=str(settings.MODELS_ROOT))
-    log = tmp_path / "beat.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "jobs", "beat", "-l", "info", "-s",
-                                 str(tmp_path / "beat-schedule")], cwd=root, env=env, stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    proc.log_path = log
-    yield proc
-    proc.terminate()
-    proc.wait(timeout=15)
+from tests.browser_support import CHROMIUM, SCREENSHOTS, login  # noqa: F401 - re-exported for older imports
 
 
 @pytest.fixture(autouse=True)
@@ -89,15 +12,3 @@ def _fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-@pytest.fixture
-def stop_runs(settings):
-    """Training supervisors run in their own sessions (a worker restart must not kill them): stop the
-    ones this test started, by the pids their attempts recorded, when the test ends."""
-    import signal
-
-    yield
-    for pid_file in Path(settings.RUNS_ROOT).glob("**/attempts/*/supervisor.pid"):
-        try:
-            os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
-        except (ValueError, ProcessLookupError, PermissionError):
-            pass

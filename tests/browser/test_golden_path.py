@@ -171,7 +171,8 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
 
     # 8. roll back to the first checkpoint through the confirm dialog
     page.get_by_role("tab", name=re.compile("Checkpoints")).click()
-    row = page.locator("table.mon-ckpts tbody tr").filter(has=page.locator("th", has_text=re.compile(rf"^{SAVE_FREQ}$")))
+    step_cell = page.locator("th", has_text=re.compile(rf"^{SAVE_FREQ}$"))
+    row = page.locator("table.mon-ckpts tbody tr").filter(has=step_cell)
     row.get_by_role("link", name="Roll back").click()
     dialog = page.get_by_role("dialog")
     dialog.wait_for()

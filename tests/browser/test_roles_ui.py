@@ -15,6 +15,9 @@ from tests.browser.conftest import login
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+NEW_REWARD_VERSION = {"source": "def compute_score(*a, **k):\n    return 1.0\n", "entry_point": "compute_score"}
+
+
 @pytest.fixture
 def seeded(project, admin_user, tmp_path):
     return seed_project(project, admin_user, tmp_path)
@@ -55,7 +58,7 @@ def test_viewer_reads_but_cannot_upload_review_save_or_launch(page, live_server,
     assert page.get_by_text("Source (read-only)").count() == 1
     assert not {"Save as new version", "Run test"} & set(buttons(page))
     assert post_status(page, f"{base}/rewards/{seeded.reward.pk}/",
-                       {"source": "def compute_score(*a, **k):\n    return 1.0\n", "entry_point": "compute_score"}) == 403
+                       NEW_REWARD_VERSION) == 403
 
     page.goto(f"{base}/jobs/")
     assert page.get_by_role("link", name="New job").count() == 0
@@ -92,7 +95,7 @@ def test_reviewer_reviews_but_cannot_launch_or_save_reward_code(page, live_serve
     assert page.get_by_text("Source (read-only)").count() == 1
     assert "Save as new version" not in buttons(page)
     assert post_status(page, f"{base}/rewards/{seeded.reward.pk}/",
-                       {"source": "def compute_score(*a, **k):\n    return 1.0\n", "entry_point": "compute_score"}) == 403
+                       NEW_REWARD_VERSION) == 403
     assert seeded.reward.versions.count() == 1
     assert status_of(page, f"{base}/datasets/upload/") == 403
     shot(page, "reviewer-reward")

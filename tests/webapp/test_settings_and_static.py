@@ -34,7 +34,8 @@ def test_database_url_parsing():
 
 
 def test_production_settings_pass_check_deploy(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL"}}
+    # (the browser tests set DJANGO_ALLOW_ASYNC_UNSAFE for Playwright; a deployment never does)
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
     env.update(DEBUG="false", SECRET_KEY="x" * 60 + "-Prod-Key-9f8e7d6c5b4a", ALLOWED_HOSTS="workbench.example",
                WORKBENCH_VAR_DIR=str(tmp_path), DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3")
     proc = subprocess.run([sys.executable, "manage.py", "check", "--deploy"],

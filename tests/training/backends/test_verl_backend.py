@@ -75,7 +75,7 @@ def test_resume_from_a_missing_checkpoint_is_refused(make_run, tmp_path):
 
 
 @pytest.mark.parametrize("updates,message", [
-    ({"model": {"path": "Qwen/Qwen2.5-0.5B"}}, "absolute path"),
+    ({"model": {"path": "./models/tiny"}}, "absolute path"),  # hub ids like Qwen/Qwen2.5-0.5B are allowed
     ({"model": {"path": "/nonexistent/model"}}, "no config.json"),
     ({"reward": {"components": [{"type": "function", "path": "reward/missing.py"}]}}, "not found"),
     ({"data": {"train": "data/none.jsonl", "val": "data/val.jsonl"}}, "data file not found"),

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from tests.browser.conftest import browser, login, page, shot  # noqa: F401 - fixtures
+from tests.browser_support import login
 from tests.conftest import PASSWORD
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

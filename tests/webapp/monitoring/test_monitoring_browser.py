@@ -6,7 +6,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.browser.conftest import browser, login, page, shot  # noqa: F401 (fixtures)
+from tests.browser_support import login
 from webapp.runs.models import Job, MetricPoint, RunEvent
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

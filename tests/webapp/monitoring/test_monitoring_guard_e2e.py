@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.browser.conftest import browser, celery_beat_proc, login, page, shot, stop_runs  # noqa: F401
+from tests.browser_support import login
 from tests.webapp.monitoring.conftest import job_inputs
 from webapp.runs.models import Job, JobAttempt, MetricPoint, RunEvent
 
@@ -45,8 +45,16 @@ def test_guard_restores_a_real_run_which_continues(page, live_server, project, e
     job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
                      hp_overrides={"max_steps": 60, "save_freq": 3, "test_freq": 0, "lr": 3e-3, "kl_guard": guard},
                      include_unreviewed=True, **job_inputs(project, demo_model_dir))
-    trip = _wait(lambda: RunEvent.objects.filter(job=job, kind="kl_guard", data__action="restore").first(),
-                 "the guard to restore")
+    try:
+        trip = _wait(lambda: RunEvent.objects.filter(job=job, kind="kl_guard", data__action="restore").first(),
+                     "the guard to restore")
+    except AssertionError:
+        job.refresh_from_db()
+        kl = list(MetricPoint.objects.filter(job=job, name="actor/kl_loss").order_by("step")
+                  .values_list("step", "value"))
+        events = list(RunEvent.objects.filter(job=job).values_list("kind", "step", "message"))
+        raise AssertionError(f"no restore: state {job.state} error {job.error[-500:]!r}\nKL {kl}\nevents {events}\n"
+                             f"worker log: {celery_worker_proc.log_path.read_text()[-3000:]}") from None
     to_step, values = trip.data["to_step"], trip.data["values"]
     assert all(kl > 0.05 for _s, kl in values) and len(values) == 2
     assert to_step < values[0][0]

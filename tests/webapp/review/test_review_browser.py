@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import browser, login, page, shot  # noqa: F401 (fixtures)
+from tests.browser_support import login
 from webapp.review.models import PairState, ResponseEdit
 from webapp.review.selectors import training_rows
 

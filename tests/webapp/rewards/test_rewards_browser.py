@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import browser, login, page, shot  # noqa: F401 - fixtures used by this module
+from tests.browser_support import login
 from webapp.rewards.models import RewardFunction
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
