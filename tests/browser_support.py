@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH") or shutil.which("chromium") or "/usr/bin/chromium"
-SCREENSHOTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
+SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
@@ -71,7 +71,7 @@ def celery_beat_proc(transactional_db, tmp_path, settings):
 
     from tests.conftest import _database_url_for_current_connection
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[1]
     env = dict(os.environ, DATABASE_URL=_database_url_for_current_connection(), RUNS_ROOT=str(settings.RUNS_ROOT),
                MODELS_ROOT=str(settings.MODELS_ROOT))
     log = tmp_path / "beat.log"

@@ -17,8 +17,9 @@ from tests.browser.conftest import SCREENSHOTS, login
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 ROOT = Path(__file__).resolve().parents[2]
-# 30 steps keep the test short; WB_GOLDEN_STEPS=150 draws a longer curve for the README picture.
-MAX_STEPS = int(os.environ.get("WB_GOLDEN_STEPS", "30"))
+# 60 steps: short, yet long enough (several 2-s syncs even on a fast machine) to watch the curve grow;
+# WB_GOLDEN_STEPS=150 draws a longer curve for the README picture.
+MAX_STEPS = int(os.environ.get("WB_GOLDEN_STEPS", "60"))
 SAVE_FREQ = MAX_STEPS // 3
 RUN_TIMEOUT_MS = 240_000  # a loaded 2-core machine: starting torch alone can take 20 s
 
@@ -66,6 +67,8 @@ def choose(select, text: str) -> None:
 def upload(page, base: str, path: Path) -> None:
     page.goto(f"{base}/datasets/")
     page.get_by_role("link", name="Import a dataset").first.click()
+    page.wait_for_url("**/datasets/upload/")
+    page.wait_for_load_state("load")  # the upload script listens for the file choice
     page.set_input_files("input[type=file][name=file]", str(path))
     assert page.input_value("#id_name") == path.stem  # the name is filled from the file name
     page.get_by_role("button", name="Upload and import").click()
