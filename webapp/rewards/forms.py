@@ -98,6 +98,9 @@ class RewardSpecForm(forms.Form):
             self._models.append((model, wname))
         if initial_spec:
             self._apply_initial(initial_spec)
+        elif len(self._functions) == 1 and not self._models:
+            # One reward function and nothing else: it is the obvious choice, so start it at weight 1.
+            self.initial[self._functions[0][2]] = 1.0
 
     def _apply_initial(self, spec: dict) -> None:
         self.initial["shaping"] = spec.get("shaping", "raw")
