@@ -13,7 +13,7 @@ Protocol (one JSON document per line; columns rather than one dict per sample, f
   "slow": [[j, seconds]] (calls of 20 us or more; faster ones get the chunk's average),
   "x": [extra | null] (only when a sample returned a dict), "e": [[j, error, traceback, lineno]]
   (only on errors)}; the last chunk of a piece has "end": true and the CPU seconds used.
-  A chunk is sent every 256 samples or 20 ms, and by the SIGUSR2 handler when a call runs long.
+  A chunk is sent every 512 samples or 20 ms, and by the SIGUSR2 handler when a call runs long.
 While sample `offset + j` runs, the shared 8-byte memfd holds `seq0 + j` (-1 when idle): the parent
 reads it to tell which sample was running when it had to kill this process, and the watchdog thread
 reads it to see that one call has been running for too long.
@@ -47,7 +47,7 @@ except ImportError:  # the sandbox still works without orjson, only slower
 
 _MAX_TB = 8000
 _MAX_MSG = 300
-_FLUSH_EVERY = 256
+_FLUSH_EVERY = 512
 _FLUSH_AFTER_S = 0.02
 _SLOW_S = 2e-5  # calls this long get their own duration; faster ones share their chunk's average
 

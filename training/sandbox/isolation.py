@@ -151,10 +151,21 @@ def _empty_file() -> str:
     return path
 
 
+def outermost_hidden(hidden: list[str], visible: list[str]) -> list[str]:
+    """Drop each hidden path that an outer hidden one already masks (bwrap cannot remount a mount inside
+    an already read-only tmpfs), unless a re-bound visible path lies between them and exposes it again."""
+    def covered(h: str) -> bool:
+        return any(o != h and _inside(h, o) and not any(_inside(h, v) and _inside(v, o) for v in visible)
+                   for o in hidden)
+
+    return [h for h in dict.fromkeys(hidden) if not covered(h)]
+
+
 def _bwrap_argv(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list[str]:
     argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
             "--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
     visible = visible_paths(hidden)
+    hidden = outermost_hidden(hidden, visible)
     masked_dirs: list[str] = []
 
     def mask(path: str) -> None:

@@ -51,7 +51,7 @@ def columns(items: Iterable[Mapping[str, Any]]) -> dict[str, list[Any]]:
                 raise TypeError(f"item {k} is a {type(it).__name__}; expected a dict with data_source, "
                                 "solution_str, ground_truth, extra_info") from None
         cols = {c: [it.get(key) for it in items] for c, key in _COLUMNS}
-    if not any(e is not None for e in cols["ex"]):
+    if cols["ex"].count(None) == len(cols["ex"]):
         cols["ex"] = None  # type: ignore[assignment]
     return cols
 
@@ -79,10 +79,11 @@ def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck,
         for j, ms in enumerate(durations):
             if ms > limit_ms and j not in fails:
                 fails[j] = [j, f"timed out after {limit_ms / 1000:g} s (time_limit_s)", None, None]
-    if extras is None and not fails and keys.ref_index is not None and keys.ref_keys is None:
+    if extras is None and not fails and keys.ref_keys is None:
         # the common case, kept in C loops: every sample returned a number, as the first one did
-        return list(map(ScoreResult, range(nxt, nxt + m), scores, iter(dict, None), _NONES, _NONES, _NONES,
-                        durations))
+        if keys.ref_index is None and m:
+            keys.ref_index = nxt
+        return list(map(ScoreResult, range(nxt, nxt + m), scores, _NONES, _NONES, _NONES, _NONES, durations))
     out = []
     for j in range(m):
         if j in fails:

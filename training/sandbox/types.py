@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 
@@ -45,24 +45,53 @@ class SandboxLimits:
         return asdict(self)
 
 
-@dataclass(slots=True)
 class ScoreResult:
-    """The outcome of one sample. `error` set means it failed and `score` is None."""
+    """The outcome of one sample. `error` set means it failed and `score` is None.
 
-    index: int
-    score: float | None
-    extra: dict[str, Any] = field(default_factory=dict)
-    error: str | None = None  # a short reason, for tables and logs
-    traceback: str | None = None  # from the user's code on; None when not an exception
-    lineno: int | None = None  # the line of the user's source where it failed (for the editor)
-    duration_ms: float = 0.0
+    A plain __slots__ class rather than a dataclass: a batch builds one per sample, so construction is
+    on the hot path; `extra` is created on first access instead of one empty dict per sample."""
+
+    __slots__ = ("index", "score", "_extra", "error", "traceback", "lineno", "duration_ms")
+    _FIELDS = ("index", "score", "extra", "error", "traceback", "lineno", "duration_ms")
+
+    def __init__(self, index: int, score: float | None, extra: dict[str, Any] | None = None,
+                 error: str | None = None, traceback: str | None = None, lineno: int | None = None,
+                 duration_ms: float = 0.0) -> None:
+        self.index = index
+        self.score = score
+        self._extra = extra
+        self.error = error  # a short reason, for tables and logs
+        self.traceback = traceback  # from the user's code on; None when not an exception
+        self.lineno = lineno  # the line of the user's source where it failed (for the editor)
+        self.duration_ms = duration_ms
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        extra = self._extra
+        if extra is None:
+            extra = self._extra = {}
+        return extra
+
+    @extra.setter
+    def extra(self, value: dict[str, Any]) -> None:
+        self._extra = value
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {name: getattr(self, name) for name in self._FIELDS}
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self.to_dict() == other.to_dict()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaces
+
+    def __repr__(self) -> str:
+        return "ScoreResult(" + ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items()) + ")"
 
 
 class SandboxError(RuntimeError):

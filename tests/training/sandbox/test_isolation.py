@@ -89,3 +89,24 @@ def test_requesting_bubblewrap_where_it_is_missing_is_a_clear_error(monkeypatch)
     monkeypatch.setattr(isolation, "_probe_bwrap", lambda as_root: "bwrap is not installed")
     with pytest.raises((RuntimeError, SandboxError), match="bwrap is not installed"):
         RewardSandbox("def compute_score(**kw):\n    return 1.0\n", isolation="bubblewrap").start()
+
+
+def test_nested_hidden_paths_keep_only_the_outer_one_unless_a_visible_path_lies_between():
+    assert isolation.outermost_hidden(["/a/b", "/a", "/c", "/a/b"], []) == ["/a", "/c"]
+    # /a/v is re-bound visible inside hidden /a: a secret inside it must still be masked
+    assert isolation.outermost_hidden(["/a", "/a/v/secret"], ["/a/v"]) == ["/a", "/a/v/secret"]
+    assert isolation.outermost_hidden(["/a", "/a/b"], ["/a"]) == ["/a", "/a/b"]  # /a itself stays visible
+
+
+def test_a_sandbox_accepts_nested_hidden_paths_and_masks_them():
+    if isolation.isolation_info()["mode"] != "bubblewrap":
+        pytest.skip("bubblewrap is not usable here")
+    inner = sorted(p for p in os.listdir("/usr/share/doc") if os.path.isdir(os.path.join("/usr/share/doc", p)))[0]
+    inner = os.path.join("/usr/share/doc", inner)
+    src = ("import os\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+           "    return float(len(os.listdir(solution_str))) if os.path.isdir(solution_str) else 0.0\n")
+    # inner first: bwrap failed with "Can't remount readonly" when both were masked
+    with RewardSandbox(src, hidden_paths=[inner, "/usr/share/doc"], isolation="bubblewrap") as sb:
+        res = sb.score_batch([{"data_source": "", "solution_str": p, "ground_truth": "", "extra_info": None}
+                              for p in (inner, "/usr/share/doc", "/usr/share")])
+    assert [r.score for r in res[:2]] == [0.0, 0.0] and res[2].score > 0
