@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -124,6 +125,7 @@ def main() -> None:
         print(f"ratio raw/downsampled: {rmed / dmed:.1f}x; target < 150 ms: {'PASS' if dmed < 150 else 'FAIL'}")
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
+        shutil.rmtree(tmpdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

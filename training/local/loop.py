@@ -122,6 +122,17 @@ def _finite(v: Any) -> bool:
     return isinstance(v, (int, float)) and v == v and abs(v) != float("inf")
 
 
+def _use_job_lr(algo: Algorithm, lr: float) -> None:
+    """The job's lr wins over the one saved with the optimizer: a rollback or a KL-guard restore
+    resumes a checkpoint with a changed hp.lr (the warm-up position is kept)."""
+    sched = algo.scheduler
+    sched.base_lrs = [lr] * len(sched.base_lrs)
+    for group, factor in zip(algo.optimizer.param_groups, sched.lr_lambdas, strict=True):
+        group["initial_lr"] = lr
+        group["lr"] = lr * factor(sched.last_epoch)
+    sched._last_lr = [g["lr"] for g in algo.optimizer.param_groups]
+
+
 def restore(job: Job, algo: Algorithm, sampler: EpochSampler) -> tuple[int, dict | None]:
     """Load optimizer, scheduler and cursor from job.resume_from; returns (step, rng state)."""
     state = torch.load(job.resume_from / "trainer_state.pt", map_location="cpu", weights_only=False)
@@ -132,6 +143,7 @@ def restore(job: Job, algo: Algorithm, sampler: EpochSampler) -> tuple[int, dict
         algo.scheduler.load_state_dict(state["scheduler"])
     except (ValueError, KeyError) as exc:
         raise JobError(f"optimizer state in {job.resume_from} does not fit this model: {exc}") from None
+    _use_job_lr(algo, job.hp.lr)
     if not sampler.load_state_dict(state["sampler"]):
         print(f"note: training data or batch size differ from {job.resume_from}; starting the data from epoch 0",
               flush=True)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -72,6 +74,7 @@ class MetricsApi(APIView):
 
     serializer_class = SeriesQuerySerializer
 
+    @extend_schema(parameters=[SeriesQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, job_id):
         _access, job = _job(request, slug, job_id)
         ser, err = _parse(SeriesQuerySerializer, request.query_params)
@@ -88,6 +91,7 @@ class LiveApi(APIView):
 
     serializer_class = SeriesQuerySerializer
 
+    @extend_schema(parameters=[SeriesQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, job_id):
         _access, job = _job(request, slug, job_id)
         ser, err = _parse(SeriesQuerySerializer, request.query_params)

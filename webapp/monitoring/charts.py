@@ -20,8 +20,9 @@ def series(name: str, label: str = "", band: tuple[str, str] | None = None, coun
     return {"name": name, "label": label or name, "band": list(band) if band else None, "count": count}
 
 
-def chart(chart_id: str, title: str, items: list[dict], threshold: dict | None = None, unit: str = "") -> dict:
-    return {"id": chart_id, "title": title, "series": items, "threshold": threshold, "unit": unit}
+def chart(chart_id: str, title: str, items: list[dict], threshold: dict | None = None, unit: str = "",
+          smooth: bool = True) -> dict:
+    return {"id": chart_id, "title": title, "series": items, "threshold": threshold, "unit": unit, "smooth": smooth}
 
 
 def kl_threshold(config: dict[str, Any] | None) -> float:
@@ -97,7 +98,7 @@ _RM_SHOWN = {"rm/loss", "rm/val_loss", "rm/accuracy", "rm/val_accuracy", "rm/mar
              "rm/rejected_reward/mean"}
 
 _COMMON = [
-    chart("lr", "Learning rate", [series("actor/lr", "lr")]),
+    chart("lr", "Learning rate", [series("actor/lr", "lr")], smooth=False),  # a schedule, not a noisy signal
     chart("throughput", "Throughput (tokens/s)", [series("perf/throughput", "tokens/s")]),
 ]
 

@@ -28,8 +28,18 @@ def job_hp(job: Job) -> dict[str, Any]:
 
 
 def metric_names(job: Job) -> list[str]:
-    """Every metric name the job has logged, sorted."""
-    return sorted(MetricPoint.objects.filter(job=job).values_list("name", flat=True).distinct())
+    """Every metric name the job has logged, sorted.
+
+    A loose index scan (one seek per name on the (job, name, step) index): a plain DISTINCT would
+    read every point of the job.
+    """
+    table = _table()
+    sql = (f"WITH RECURSIVE t(name) AS (SELECT MIN(name) FROM {table} WHERE job_id = %s UNION ALL "
+           f"SELECT (SELECT MIN(name) FROM {table} WHERE job_id = %s AND name > t.name) FROM t "
+           f"WHERE t.name IS NOT NULL) SELECT name FROM t WHERE name IS NOT NULL")
+    with connection.cursor() as cur:
+        cur.execute(sql, [job.pk, job.pk])
+        return [r[0] for r in cur.fetchall()]
 
 
 def _table() -> str:

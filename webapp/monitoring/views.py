@@ -13,7 +13,7 @@ from webapp.core.services import ApplicationError
 from webapp.monitoring import selectors, services
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
 from webapp.monitoring.models import HumanEvalTask
-from webapp.runs.models import Job, MetricPoint
+from webapp.runs.models import Job
 
 SAMPLES_PER_PAGE = 25
 
@@ -139,8 +139,7 @@ def compare(request, slug):
     except ValueError:
         selected = []
     selected = [j.pk for j in jobs if j.pk in selected]
-    names = sorted(set(MetricPoint.objects.filter(job_id__in=selected).values_list("name", flat=True).distinct())) \
-        if selected else []
+    names = sorted({n for j in jobs if j.pk in selected for n in selectors.metric_names(j)})
     name = request.GET.get("name") or ("critic/score/mean" if "critic/score/mean" in names else
                                        (names[0] if names else ""))
     compare_config = {"api": f"/api/projects/{slug}/monitor/compare/", "jobs": selected, "name": name}

@@ -113,3 +113,15 @@ def test_the_dying_attempts_last_points_do_not_trip_the_restored_run(launched_jo
     state = KLGuardRecord.objects.get(job=job).state
     assert state["phase"] == "watching" and state["rollbacks"] == 1 and state["last_step"] == 12
     assert RunEvent.objects.filter(job=job, kind="kl_guard", data__action="restore").count() == 1
+
+
+def test_the_guards_restore_target_is_protected_from_retention(launched_job, checkpoint, points):
+    from webapp.monitoring.services import protected_steps
+
+    job = _guard(launched_job())
+    for step in (2, 4, 6):
+        checkpoint(job, step)
+    points(job, KL, [0.01, 0.02, 0.05, 0.08, 0.3, 0.4])  # steps 1..6: 4 is the last one within 0.1
+    assert protected_steps(job) == {4}
+    job = _guard(job, action="stop")
+    assert protected_steps(job) == set()

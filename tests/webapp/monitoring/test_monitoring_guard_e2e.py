@@ -44,7 +44,8 @@ def test_guard_restores_a_real_run_which_continues(page, live_server, project, e
     guard = {"enabled": True, "threshold": 0.1, "patience": 2, "action": "restore", "lr_factor": 0.25,
              "kl_factor": None, "max_rollbacks": 1}
     job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
-                     hp_overrides={"max_steps": 60, "save_freq": 2, "test_freq": 0, "lr": LR, "kl_guard": guard},
+                     hp_overrides={"max_steps": 60, "save_freq": 2, "test_freq": 0, "lr": LR,
+                                   "keep_last_k": 50, "kl_guard": guard},
                      include_unreviewed=True, **job_inputs(project, demo_model_dir))
     try:
         trip = _wait(lambda: RunEvent.objects.filter(job=job, kind="kl_guard", data__action="restore").first(),

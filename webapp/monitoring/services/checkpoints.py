@@ -177,6 +177,7 @@ def protected_steps(job: Job) -> set[int]:
     steps |= set(ckpts.filter(resumed_jobs__isnull=False).values_list("step", flat=True))
     steps |= set(ckpts.filter(evaluations__status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
                  .values_list("step", flat=True))
+    steps |= _guard_target(job)
     if job.run_dir:  # a live attempt (a resume or a KL-guard restore) reading one of our folders
         prefix = str(Path(job.run_dir) / "checkpoints") + os.sep
         for path in JobAttempt.objects.filter(resume_from__startswith=prefix, job__state__in=ACTIVE_STATES) \
@@ -185,6 +186,20 @@ def protected_steps(job: Job) -> set[int]:
             if name.startswith("global_step_") and name[12:].isdigit():
                 steps.add(int(name[12:]))
     return steps
+
+
+def _guard_target(job: Job) -> set[int]:
+    """The checkpoint a KL-guard restore would go back to: the trainer must not delete it meanwhile."""
+    from training.kl_guard import restore_target
+    from webapp.monitoring.services.guard import checkpoint_candidates, guard_config
+
+    cfg = guard_config(job)
+    if cfg is None or cfg.action != "restore" or job.state not in ACTIVE_STATES:
+        return set()
+    candidates = checkpoint_candidates(job, cfg.metric)
+    target = restore_target({s: kl for s, (c, kl) in candidates.items() if c.job_id == job.pk}, cfg.threshold,
+                            before=2**62)
+    return set() if target is None else {target}
 
 
 def write_protected(job: Job) -> set[int]:

@@ -97,7 +97,7 @@
 
   function tracesFor(chart) {
     const traces = [];
-    const w = Number(settings.smoothing) || 0;
+    const w = chart.smooth === false ? 0 : (Number(settings.smoothing) || 0);
     chart.series.forEach((s, i) => {
       const color = C.COLORS[i % C.COLORS.length];
       const d = seriesFor(chart, s.name);
