@@ -62,10 +62,18 @@ def test_guard_restores_a_real_run_which_continues(page, live_server, project, e
     assert to_step < values[0][0]
     assert trip.data["hp"]["lr"] == pytest.approx(LR * 0.25)
     # the run continues from the restored checkpoint: attempt 2 logs the step after it, with the new lr
-    attempt = JobAttempt.objects.get(job=job, number=2)
+    # (the event is committed by the sync; the new attempt is recorded just after it, by the resume)
+    attempt = _wait(lambda: JobAttempt.objects.filter(job=job, number=2).first(), "the restored attempt", 60)
     assert attempt.reason == "kl_guard" and attempt.resume_from.endswith(f"global_step_{to_step}")
-    point = _wait(lambda: MetricPoint.objects.filter(job=job, attempt=2, step=to_step + 1, name="actor/lr").first(),
-                  "the restored attempt's first step")
+    try:
+        point = _wait(lambda: MetricPoint.objects.filter(job=job, attempt=2, step=to_step + 1,
+                                                         name="actor/lr").first(), "the restored attempt's first step")
+    except AssertionError:
+        job.refresh_from_db()
+        attempts = list(JobAttempt.objects.filter(job=job).values_list("number", "state", "returncode", "reason"))
+        raise AssertionError(f"restored attempt never logged: state {job.state}, attempts {attempts}, "
+                             f"error {job.error[-500:]!r}\nworker log: "
+                             f"{celery_worker_proc.log_path.read_text()[-3000:]}") from None
     assert point.value == pytest.approx(LR * 0.25)
 
     login(page, live_server, "erin", PASSWORD)
