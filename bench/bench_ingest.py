@@ -141,7 +141,7 @@ class ScratchDatabase:
         else:
             scratch = f"sqlite:///{self.workdir / 'bench.sqlite3'}"
         env = dict(os.environ, DATABASE_URL=scratch, WORKBENCH_VAR_DIR=str(self.workdir / "var"))
-        subprocess.run([sys.executable, "manage.py", "migrate", "datasets", "--noinput", "-v", "0"], cwd=ROOT,
+        subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
                        env=env, check=True)
         return scratch
 

@@ -303,12 +303,6 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
               summary=f"Imported {good:,} rows into {version}" + (f" ({errors.count:,} bad rows skipped)"
                                                                  if errors.count else ""),
               after={"rows": good, "content_hash": version.content_hash, "file": record.filename})
-    if version.dataset.kind == DatasetKind.PREFERENCE:
-        # Prepare the review states now, in the import (a worker task for big files), so the first
-        # visit to the review screen of a 1M-row version does not pay for it.
-        from webapp.review.services import ensure_pair_states
-
-        ensure_pair_states(version=version)
     tracker(1.0, "done", force=True)
     return version
 

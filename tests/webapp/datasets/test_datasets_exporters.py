@@ -132,7 +132,10 @@ def test_approved_only_with_the_review_app(project, engineer, write, tmp_path, p
         pytest.skip("the review app has no PairState model")
     version = imported(project, engineer, write("p.jsonl", pairs), "prefs", split="0")
     rows = list(DatasetRow.objects.filter(version=version).order_by("index"))
-    # The import prepared a review state per pair (all unreviewed); set the decisions directly.
+    # Review states are prepared once per version (on the worker for big imports, else on the first visit).
+    from webapp.review.services import ensure_pair_states
+
+    ensure_pair_states(version=version)
     assert PairState.objects.filter(version=version, state="unreviewed").count() == len(rows)
     PairState.objects.filter(row=rows[0]).update(state="approved")
     PairState.objects.filter(row=rows[1]).update(state="approved", final_swap=True)

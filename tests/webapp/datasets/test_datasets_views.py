@@ -205,7 +205,10 @@ def test_review_state_filter_with_the_review_app(as_user, viewer, version):
     except LookupError:
         pytest.skip("the review app has no PairState model")
     rows = list(DatasetRow.objects.filter(version=version).order_by("index"))
-    # The import prepared an "unreviewed" state per pair; rows without one also count as unreviewed.
+    # Prepare the "unreviewed" state of each pair as the review app does; rows without one count as unreviewed.
+    from webapp.review.services import ensure_pair_states
+
+    ensure_pair_states(version=version)
     PairState.objects.filter(row=rows[1]).update(state="approved")
     PairState.objects.filter(row=rows[3]).update(state="flagged")
     PairState.objects.filter(row__in=[rows[0], rows[2]]).delete()
