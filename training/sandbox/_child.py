@@ -286,6 +286,8 @@ class Harness:
         seq = chunk_seq = seq0
         t_start = t_prev = _T_PREV = perf()
         flush_at = t_start + _FLUSH_AFTER_S
+        flush_seq = seq0 + _FLUSH_EVERY
+        slow_s = _SLOW_S  # globals read per sample, bound once (the flags below must stay global)
         st = self.chunk = [scores, slow, special, offset, 0, t_start]
         for d, s, g, e in zip(msg["ds"], msg["sol"], msg["gt"], ex):
             idx[0] = seq
@@ -297,12 +299,12 @@ class Harness:
                     value = fn(data_source=d, solution_str=s, ground_truth=g, extra_info=e, **kwargs)
                 if value.__class__ is not float or value - value != 0.0:  # not a finite float: the slow path
                     value = self._normalise(value)
+                    if value.__class__ is tuple:
+                        special[seq - chunk_seq] = ("x", value[1])
+                        value = value[0]
                 _IN_USER = False
                 if _FORKED:  # a fork of the harness must never reach the result pipe
                     os._exit(0)
-                if value.__class__ is tuple:
-                    special[seq - chunk_seq] = ("x", value[1])
-                    value = value[0]
             except BaseException as exc:  # noqa: BLE001 - a user error is reported for this sample only
                 _IN_USER = False
                 if _FORKED:
@@ -311,15 +313,15 @@ class Harness:
                 value = None
             add_score(value)
             t1 = perf()
-            if t1 - t_prev >= _SLOW_S:
+            if t1 - t_prev >= slow_s:
                 slow[seq - chunk_seq] = t1 - t_prev
             t_prev = _T_PREV = t1
             seq += 1
-            if t1 >= flush_at or seq - chunk_seq >= _FLUSH_EVERY:
+            if t1 >= flush_at or seq >= flush_seq:
                 _write(out_fd, self._chunk(st[3], st[5], t1, scores, slow, special, st[4], len(scores)))
                 scores, slow, special = [], {}, {}
                 add_score = scores.append
-                chunk_seq, flush_at = seq, t1 + _FLUSH_AFTER_S
+                chunk_seq, flush_at, flush_seq = seq, t1 + _FLUSH_AFTER_S, seq + _FLUSH_EVERY
                 st = self.chunk = [scores, slow, special, offset + seq - seq0, 0, t1]
         self.chunk = None
         idx[0] = -1

@@ -84,7 +84,7 @@ class ScoreResult:
         return {name: getattr(self, name) for name in self._FIELDS}
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
+        if not isinstance(other, ScoreResult):
             return NotImplemented
         return self.to_dict() == other.to_dict()  # type: ignore[attr-defined]
 
@@ -92,6 +92,22 @@ class ScoreResult:
 
     def __repr__(self) -> str:
         return "ScoreResult(" + ", ".join(f"{k}={v!r}" for k, v in self.to_dict().items()) + ")"
+
+
+class OkResult(ScoreResult):
+    """A ScoreResult for a sample that returned a plain number: a 3-argument constructor, because
+    map() over 7 iterables costs ~0.1 us more per sample than over 3 (the batch decoder's hot path)."""
+
+    __slots__ = ()
+
+    def __init__(self, index: int, score: float, duration_ms: float) -> None:  # noqa: D107
+        self.index = index
+        self.score = score
+        self._extra = None
+        self.error = None
+        self.traceback = None
+        self.lineno = None
+        self.duration_ms = duration_ms
 
 
 class SandboxError(RuntimeError):
