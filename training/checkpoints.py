@@ -51,22 +51,25 @@ def dir_size(path: str | Path) -> int:
     """Total bytes of the regular files under `path` (links not followed)."""
     total = 0
     for root, _dirs, files in os.walk(path):
-        for f in files:
-            fp = os.path.join(root, f)
-            if not os.path.islink(fp):
-                total += os.path.getsize(fp)
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass  # deleted while we walked (checkpoint cleanup)
     return total
 
 
-def _read_manifest(ckpt: Path) -> dict | None:
+def read_manifest(ckpt: Path) -> dict | None:
+    """The checkpoint's manifest.json as a dict, or None when missing or unreadable."""
     try:
-        return json.loads((ckpt / "manifest.json").read_text())
+        data = json.loads((ckpt / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
+    return data if isinstance(data, dict) else None
 
 
 def _describe(ckpt: Path, with_size: bool) -> CheckpointInfo:
-    manifest = _read_manifest(ckpt)
+    manifest = read_manifest(ckpt)
     if manifest and manifest.get("format"):
         fmt = manifest["format"]
     elif (ckpt / "trainer_state.pt").exists():

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training.checkpoints import STEP_DIR, dir_size, latest_step, read_manifest
+
 Metrics = dict[str, float | None]
-_STEP_DIR = re.compile(r"global_step_(\d+)")
 # VERL's console logger (verl/utils/logger/aggregate_logger.py): "step:N - key:value - ...",
 # possibly behind a Ray prefix such as "(TaskRunner pid=123) ".
 _CONSOLE = re.compile(r"(?:^|\s|\))step:(\d+)((?: - [^\n]*)?)\s*$")
@@ -192,41 +193,18 @@ class CheckpointInfo:
     manifest: dict[str, Any] | None = field(default=None, repr=False)
 
 
-def _dir_size(path: Path) -> int:
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass  # deleted while we walked (checkpoint cleanup)
-    return total
+# The run directory's checkpoint primitives live in training.checkpoints (stdlib only, like this module).
+latest_checkpointed_step = latest_step  # `latest_checkpointed_iteration.txt` of a checkpoints/ folder
 
 
-def latest_checkpointed_step(ckpt_root: str | Path) -> int | None:
-    """The step in `latest_checkpointed_iteration.txt`, or None when absent or unreadable."""
-    try:
-        text = (Path(ckpt_root) / "latest_checkpointed_iteration.txt").read_text().strip()
-        return int(text)
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def _read_manifest(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads((path / "manifest.json").read_text())
-        return data if isinstance(data, dict) else None
-    except (FileNotFoundError, ValueError):
-        return None
-
-
-def describe_checkpoint(path: Path, latest: int | None = None) -> CheckpointInfo | None:
+def describe_checkpoint(path: Path, latest: int | None = None,
+                        with_size: bool = True) -> CheckpointInfo | None:
     """Describe one `global_step_N` folder (VERL or local layout)."""
-    m = _STEP_DIR.fullmatch(path.name)
+    m = STEP_DIR.match(path.name)
     if not m or not path.is_dir():
         return None
     step = int(m.group(1))
-    manifest = _read_manifest(path)
+    manifest = read_manifest(path)
     actor = path / "actor"
     if actor.is_dir() or (manifest or {}).get("format") == "verl":
         fmt = "verl"
@@ -241,17 +219,19 @@ def describe_checkpoint(path: Path, latest: int | None = None) -> CheckpointInfo
         fmt, complete, lora = "unknown", False, None
     if manifest is not None and isinstance(manifest.get("lora"), bool):
         lora = manifest["lora"]
-    return CheckpointInfo(step=step, path=path, size_bytes=_dir_size(path), has_manifest=manifest is not None,
+    return CheckpointInfo(step=step, path=path, size_bytes=dir_size(path) if with_size else 0, has_manifest=manifest is not None,
                           format=fmt, complete=complete, is_latest=(latest == step), lora=lora, manifest=manifest)
 
 
-def discover_checkpoints(run_dir: str | Path) -> list[CheckpointInfo]:
-    """Every `checkpoints/global_step_N` of the run, sorted by step (incomplete ones flagged)."""
+def discover_checkpoints(run_dir: str | Path, with_size: bool = True) -> list[CheckpointInfo]:
+    """Every `checkpoints/global_step_N` of the run, sorted by step (incomplete ones flagged).
+
+    `with_size=False` skips walking each folder for its size (size_bytes is then 0)."""
     root = Path(run_dir) / "checkpoints"
     if not root.is_dir():
         return []
     latest = latest_checkpointed_step(root)
-    infos = [describe_checkpoint(p, latest) for p in root.iterdir()]
+    infos = [describe_checkpoint(p, latest, with_size) for p in root.iterdir()]
     return sorted((i for i in infos if i is not None), key=lambda i: i.step)
 
 

@@ -107,27 +107,31 @@ def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
 
 def sync_checkpoints(job: Job) -> list[Checkpoint]:
     """Create/refresh Checkpoint rows from checkpoints/global_step_N; flag the ones gone from disk."""
+    from training.checkpoints import dir_size
     from training.ingest import discover_checkpoints
 
     run_dir = Path(job.run_dir)
-    infos = [i for i in discover_checkpoints(run_dir) if i.complete]
+    # This runs every few seconds per active run: sizes are measured only for checkpoints not yet recorded
+    # (a finished save does not change), not by walking every folder on every sync.
+    infos = [i for i in discover_checkpoints(run_dir, with_size=False) if i.complete]
     existing = {c.step: c for c in job.checkpoints.all()}
     created = []
     for info in infos:
+        path = str(Path(info.path).resolve())
+        ckpt = existing.get(info.step)
+        if ckpt is not None and ckpt.status == CheckpointStatus.AVAILABLE and ckpt.path == path and ckpt.metrics:
+            continue  # recorded already, with its metrics
         metrics = (info.manifest or {}).get("metrics") or {}
         if not metrics:  # VERL writes no manifest: take the step's logged metrics
             metrics = dict(job.metric_points.filter(step=info.step).values_list("name", "value"))
-        path = str(Path(info.path).resolve())
-        ckpt = existing.get(info.step)
         if ckpt is None:
-            ckpt = Checkpoint.objects.create(job=job, step=info.step, path=path, size_bytes=info.size_bytes,
+            ckpt = Checkpoint.objects.create(job=job, step=info.step, path=path, size_bytes=dir_size(info.path),
                                              metrics=metrics)
             RunEvent.objects.create(job=job, kind="checkpoint", step=info.step,
                                     message=f"checkpoint at step {info.step}", data={"checkpoint": ckpt.pk})
             created.append(ckpt)
-        elif (ckpt.status != CheckpointStatus.AVAILABLE or ckpt.path != path or ckpt.size_bytes != info.size_bytes
-              or (metrics and ckpt.metrics != metrics)):
-            ckpt.status, ckpt.path, ckpt.size_bytes = CheckpointStatus.AVAILABLE, path, info.size_bytes
+        elif ckpt.status != CheckpointStatus.AVAILABLE or ckpt.path != path or (metrics and ckpt.metrics != metrics):
+            ckpt.status, ckpt.path, ckpt.size_bytes = CheckpointStatus.AVAILABLE, path, dir_size(info.path)
             ckpt.metrics = metrics or ckpt.metrics
             ckpt.save(update_fields=["status", "path", "size_bytes", "metrics", "updated_at"])
     on_disk = {i.step for i in infos}
