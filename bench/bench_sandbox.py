@@ -40,10 +40,13 @@ def make_items(n: int, seed: int = 0) -> list[dict]:
     return items
 
 
-def in_process(items: list[dict]) -> list[float]:
+def load_in_process():
     ns: dict = {}
     exec(compile(EXACT_MATCH, "reward.py", "exec"), ns)  # noqa: S102 - our own benchmark reward
-    fn = ns["compute_score"]
+    return ns["compute_score"]
+
+
+def in_process(items: list[dict], fn=load_in_process()) -> list[float]:
     return [float(fn(data_source=it["data_source"], solution_str=it["solution_str"],
                      ground_truth=it["ground_truth"], extra_info=it["extra_info"])) for it in items]
 
@@ -73,7 +76,7 @@ def main() -> None:
         sb_cpu = ip_cpu = child_cpu = float("inf")
         for _ in range(args.repeats):  # interleaved, so that both see the same machine load
             child0 = sb.cpu_seconds
-            rate, cpu, sb_scores = one_pass(lambda b: [r.score for r in sb.score_batch(b)], items, args.batch)
+            rate, cpu, sb_scores = one_pass(lambda b: sb.score_batch(b).scores, items, args.batch)
             sb_rate, sb_cpu = max(sb_rate, rate), min(sb_cpu, cpu)
             child_cpu = min(child_cpu, (sb.cpu_seconds - child0) / args.samples)
             rate, cpu, ip_scores = one_pass(in_process, items, args.batch)

@@ -3,7 +3,7 @@
     from training.sandbox import RewardSandbox, SandboxLimits, check_source, isolation_info
 
     with RewardSandbox(source, name="compute_score", limits=SandboxLimits(), hidden_paths=[...]) as sb:
-        results = sb.score_batch(items)   # list[ScoreResult]; items: data_source, solution_str, ...
+        results = sb.score_batch(items)   # a ScoreBatch: a sequence of ScoreResult; .scores is the floats
 
 Pure Python; never imports Django.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from training.sandbox.check import Problem, check_source
 from training.sandbox.isolation import isolation_info
 from training.sandbox.runner import RewardSandbox
-from training.sandbox.types import RewardLoadError, SandboxError, SandboxLimits, ScoreResult
+from training.sandbox.types import RewardLoadError, SandboxError, SandboxLimits, ScoreBatch, ScoreResult
 
 __all__ = [
     "Problem",
@@ -20,6 +20,7 @@ __all__ = [
     "RewardSandbox",
     "SandboxError",
     "SandboxLimits",
+    "ScoreBatch",
     "ScoreResult",
     "check_source",
     "isolation_info",

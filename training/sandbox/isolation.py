@@ -87,7 +87,9 @@ def count_tasks(uid: int) -> int:
 
 
 def harness_source() -> str:
-    return (Path(__file__).parent / "_child.py").read_text()
+    """The sandbox's program: the result helpers, then the harness that uses them (both stdlib-only)."""
+    here = Path(__file__).parent
+    return (here / "_child_values.py").read_text() + "\n\n" + (here / "_child.py").read_text()
 
 
 def python_argv() -> list[str]:

@@ -22,8 +22,13 @@ from training.sandbox.types import RewardLoadError, SandboxError
 try:
     import orjson
 
+    _FAST, _ANY_KEYS = orjson.OPT_SERIALIZE_NUMPY, orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
     def dumps(obj: object) -> bytes:
-        return orjson.dumps(obj, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
+        try:  # OPT_NON_STR_KEYS costs a third more; only an extra_info with int keys (say) needs it
+            return orjson.dumps(obj, default=_json_default, option=_FAST)
+        except TypeError:
+            return orjson.dumps(obj, default=_json_default, option=_ANY_KEYS)
 
     loads = orjson.loads
 except ImportError:  # pragma: no cover - orjson is in requirements/base.txt
@@ -37,6 +42,7 @@ except ImportError:  # pragma: no cover - orjson is in requirements/base.txt
 MAX_LINE = 64 << 20  # a child that sends more in one message is killed
 _STDERR_KEEP = 16 << 10
 _PIPE_SIZE = 1 << 20
+_KEEP_BATCH_BYTES = 16 << 20
 _SIGNAL_NAMES = {signal.SIGKILL: "SIGKILL", signal.SIGXCPU: "SIGXCPU", signal.SIGSEGV: "SIGSEGV",
                  signal.SIGABRT: "SIGABRT", signal.SIGBUS: "SIGBUS", signal.SIGXFSZ: "SIGXFSZ",
                  signal.SIGTERM: "SIGTERM", signal.SIGUSR1: "SIGUSR1"}
@@ -90,11 +96,11 @@ class _Spawner:
 class ChildDied(Exception):
     """The child stopped answering: it exited, was killed, or was killed by us."""
 
-    def __init__(self, reason: str, running: int | None, fatal_for_batch: bool = False,
+    def __init__(self, reason: str, running: tuple[int, int] | None, fatal_for_batch: bool = False,
                  timed_out: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
-        self.running = running  # the index it was scoring, from the shared memfd (None if unknown)
+        self.running = running  # [lo, hi): the samples it was on, from the shared memfd (None if unknown)
         self.fatal_for_batch = fatal_for_batch  # the batch's budget is spent: no later sample is run
         self.timed_out = timed_out  # we killed it for taking too long (wall clock)
 
@@ -108,14 +114,16 @@ class SandboxProcess:
         self._stderr_len = 0
         self.buf = bytearray()
         self.cpu_used = 0.0
-        self.next_seq = 2  # the memfd value for the sample being scored (1: loading; see _child.py)
+        self.next_seq = 2  # the memfd's seq for the first sample of the next run (1: loading; see _child.py)
+        # [first seq of the running group, its end, the last call the watchdog timed out]
         self.index_fd = os.memfd_create("sandbox-index", os.MFD_CLOEXEC)
-        os.ftruncate(self.index_fd, 8)
-        self.index_map = mmap.mmap(self.index_fd, 8)
+        os.ftruncate(self.index_fd, 24)
+        self.index_map = mmap.mmap(self.index_fd, 24)
         self.index = memoryview(self.index_map).cast("q")
-        self.index[0] = -1
+        self.index[0] = self.index[1] = self.index[2] = -1
         # batches travel through a memfd: one pwrite, instead of a pipe whose reader wakes per page
         self.batch_fd = os.memfd_create("sandbox-batch", os.MFD_CLOEXEC)  # pass_fds opens both to the child
+        self.batch_size = 0
         try:
             self.proc = _Spawner.popen(
                 launch.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -201,8 +209,11 @@ class SandboxProcess:
     def send_piece(self, payload: bytes, pos: int, first: bool, last: bool, deadline: float) -> None:
         """Put one piece of a batch at `pos` in the batch memfd and tell the child where it is."""
         os.pwrite(self.batch_fd, payload, pos)
-        if last:
-            os.ftruncate(self.batch_fd, pos + len(payload))  # frees what a bigger earlier batch used
+        end = pos + len(payload)
+        self.batch_size = max(self.batch_size, end)
+        if last and self.batch_size > max(4 * end, _KEEP_BATCH_BYTES):  # free what a much bigger batch used
+            os.ftruncate(self.batch_fd, end)  # (not every time: pages freed are pages to fault in again)
+            self.batch_size = end
         self.send(b'{"op":"batch","pos":%d,"len":%d,"first":%s,"last":%s}\n'
                   % (pos, len(payload), b"true" if first else b"false", b"true" if last else b"false"), deadline)
 
@@ -231,7 +242,7 @@ class SandboxProcess:
             if not self.sel.select(left):
                 continue
             try:
-                chunk = os.read(self.out_fd, 1 << 20)
+                chunk = os.read(self.out_fd, 1 << 16)  # small: a 1 MB read buffer costs an mmap a call
             except BlockingIOError:
                 continue
             except OSError:
@@ -241,14 +252,23 @@ class SandboxProcess:
             self.buf += chunk
 
     # ---- lifecycle -------------------------------------------------------------------------------
-    def running(self, seq0: int, offset: int, stop: int) -> int | None:
-        """The index of the sample this child is scoring, from the shared memfd (None: unknown/idle)."""
+    def running(self, seq0: int, offset: int, stop: int) -> tuple[int, int] | None:
+        """[lo, hi): the samples of the group this child is running, from the shared memfd (None: idle or
+        unknown). One of them was running; hi - lo == 1 names it."""
         try:
-            value = int(self.index[0])
+            lo_seq, hi_seq = int(self.index[0]), int(self.index[1])
         except (ValueError, TypeError):
             return None
-        index = offset + value - seq0
-        return index if value >= seq0 and offset <= index < stop else None
+        lo, hi = offset + lo_seq - seq0, min(stop, offset + hi_seq - seq0)
+        return (lo, hi) if lo_seq >= seq0 and offset <= lo < hi else None
+
+    def timed_out_call(self, seq0: int, offset: int, stop: int) -> int | None:
+        """The last sample the watchdog signalled for running past its time limit (None: none in range)."""
+        try:
+            index = offset + int(self.index[2]) - seq0
+        except (ValueError, TypeError):
+            return None
+        return index if int(self.index[2]) >= seq0 and offset <= index < stop else None
 
     def death(self) -> ChildDied:
         """Why it stopped (it has closed its pipes): wait for it and read its exit status."""

@@ -5,13 +5,12 @@ import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from training.sandbox.types import OkResult, ScoreResult
+from training.sandbox.types import Chunk, ScoreResult
 
 FIRST_PIECE, PIECE = 64, 256  # batch pieces: a small first one gets the child going sooner; small ones
-# come back as small result chunks, which the caller decodes while the child scores the next (+7-9% vs 128/512)
-_SCORE_TYPES = frozenset((float, type(None)))
+# come back as small result chunks, which the caller decodes while the child scores the next
 _COLUMNS = (("ds", "data_source"), ("sol", "solution_str"), ("gt", "ground_truth"), ("ex", "extra_info"))
-_GET_ALL = operator.itemgetter(*(key for _, key in _COLUMNS))
+_GETTERS = tuple((col, operator.itemgetter(key)) for col, key in _COLUMNS)
 
 
 class KeyCheck:
@@ -41,87 +40,86 @@ def _keys_message(keys: frozenset[str] | None, ref_keys: frozenset[str] | None, 
             "every sample must return the same keys")
 
 
-def columns(items: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The batch as four columns (cheaper to send and to read than one dict per sample)."""
-    items = items if isinstance(items, list) else list(items)
-    try:  # fast path: dicts that have all four keys; one pass, transposed by zip (tuples send as lists)
-        if not items:
-            return {"ds": [], "sol": [], "gt": [], "ex": None}
-        ds, sol, gt, ex = zip(*map(_GET_ALL, items))
-        cols = {"ds": ds, "sol": sol, "gt": gt, "ex": ex}  # type: ignore[dict-item]
+def columns(items: list[Mapping[str, Any]], first_index: int = 0) -> dict[str, Any]:
+    """Items as four columns (cheaper to send and to read than one dict per sample).
+
+    "ds" is a single string when every sample has the same one (the usual case), and "ex" None when
+    no sample has extra_info. A TypeError names the first item that is not a dict."""
+    if not items:
+        return {"ds": [], "sol": [], "gt": [], "ex": None}
+    try:  # fast path: dicts that have all four keys; one C loop per column
+        cols = {col: list(map(get, items)) for col, get in _GETTERS}
     except (KeyError, TypeError):
         for k, it in enumerate(items):
             if not isinstance(it, Mapping):
-                raise TypeError(f"item {k} is a {type(it).__name__}; expected a dict with data_source, "
-                                "solution_str, ground_truth, extra_info") from None
+                raise TypeError(f"item {first_index + k} is a {type(it).__name__}; expected a dict with "
+                                "data_source, solution_str, ground_truth, extra_info") from None
         cols = {c: [it.get(key) for it in items] for c, key in _COLUMNS}
+    ds = cols["ds"]
+    if type(ds[0]) is str and ds.count(ds[0]) == len(ds):  # equal to a str: all are that str
+        cols["ds"] = ds[0]
     if cols["ex"].count(None) == len(cols["ex"]):
-        cols["ex"] = None  # type: ignore[assignment]
+        cols["ex"] = None
     return cols
 
 
-def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck,
-                  limit_ms: float) -> list[ScoreResult] | None:
-    """Turn one result chunk from the child into ScoreResults; None when it is malformed or out of order."""
-    scores, extras, errors = msg.get("s", []), msg.get("x"), msg.get("e")
-    if msg.get("i0", nxt) != nxt or not isinstance(scores, list):
+def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck, limit_ms: float) -> Chunk | None:
+    """One result chunk from the child as (scores, runs, special results by index); None when it is
+    malformed or out of order. Plain numbers stay in the scores list: no object per sample."""
+    scores, runs, extras, errors = msg.get("s"), msg.get("t"), msg.get("x"), msg.get("e")
+    if msg.get("i0", nxt) != nxt or not isinstance(scores, list) or not isinstance(runs, list):
         return None
     m = len(scores)
     if nxt + m > stop or (extras is not None and (not isinstance(extras, list) or len(extras) != m)):
         return None
-    durations = chunk_durations(msg, m)
-    if durations is None:
+    calls, late = 0, []
+    for run in runs:
+        if not (isinstance(run, list) and len(run) == 2 and type(run[0]) is int and run[0] > 0
+                and isinstance(run[1], (int, float)) and run[1] >= 0):
+            return None
+        if run[0] == 1 and run[1] * 1000.0 > limit_ms:  # a call that swallowed its timeout and returned late
+            late.append(calls)
+        calls += run[0]
+    if calls != m:
         return None
-    kinds = set(map(type, scores))  # C loops: a generator over 512 scores costs ~20 us a chunk
-    if not kinds <= _SCORE_TYPES:
+    kinds = list(map(type, scores))  # C loops (a set of the types costs half as much again)
+    floats = kinds.count(float)
+    nones = 0 if floats == m else kinds.count(type(None))
+    if floats + nones != m:
         return None
     fails: dict[int, list[Any]] = {}
     for err in errors or ():
         if not isinstance(err, list) or len(err) != 4 or not isinstance(err[0], int) or not 0 <= err[0] < m:
             return None
         fails[err[0]] = err
-    if m and max(durations) > limit_ms:  # a call that swallowed its timeout and returned late
-        for j, ms in enumerate(durations):
-            if ms > limit_ms and j not in fails:
-                fails[j] = [j, f"timed out after {limit_ms / 1000:g} s (time_limit_s)", None, None]
-    if extras is None and not fails and keys.ref_keys is None and type(None) not in kinds:
+    for j in late:
+        fails.setdefault(j, [j, f"timed out after {limit_ms / 1000:g} s (time_limit_s)", None, None])
+    if extras is None and not fails and keys.ref_keys is None and not nones:
         # the common case, kept in C loops: every sample returned a number, as the first one did
         if keys.ref_index is None and m:
             keys.ref_index = nxt
-        return list(map(OkResult, range(nxt, nxt + m), scores, durations))
-    out = []
+        return scores, runs, {}
+    durations = [seconds * 1000.0 / n for n, seconds in runs for _ in range(n)]
+    special: dict[int, ScoreResult] = {}
+    out = list(scores)
     for j in range(m):
         if j in fails:
             _, err, tb, line = fails[j]
-            out.append(ScoreResult(nxt + j, None, {}, str(err), tb if isinstance(tb, str) else None,
-                                   line if isinstance(line, int) else None, durations[j]))
+            special[nxt + j] = ScoreResult(nxt + j, None, {}, str(err), tb if isinstance(tb, str) else None,
+                                           line if isinstance(line, int) else None, durations[j])
+            out[j] = None
             continue
         score = scores[j]
         extra = extras[j] if extras is not None else None
         if score is None or (extra is not None and not isinstance(extra, dict)):
             return None
-        res = ScoreResult(nxt + j, score, extra if extra is not None else {}, None, None, None, durations[j])
-        out.append(keys.check(res, frozenset(extra) if extra is not None else None))
-    return out
-
-
-def chunk_durations(msg: dict[str, Any], m: int) -> list[float] | None:
-    """Per-sample milliseconds: the child times slow calls one by one; faster ones share the rest."""
-    total, slow = msg.get("dt", 0.0), msg.get("slow") or []
-    if not isinstance(total, (int, float)) or not isinstance(slow, list):
-        return None
-    exact: dict[int, float] = {}
-    for entry in slow:
-        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], int) and 0 <= entry[0] < m
-                and isinstance(entry[1], (int, float))):
-            return None
-        exact[entry[0]] = entry[1] * 1000.0
-    fast = m - len(exact)
-    share = max(0.0, total * 1000.0 - sum(exact.values())) / fast if fast else 0.0
-    out = [share] * m
-    for j, ms in exact.items():
-        out[j] = ms
-    return out
+        res = keys.check(ScoreResult(nxt + j, score, extra if extra is not None else {}, None, None, None,
+                                     durations[j]), frozenset(extra) if extra is not None else None)
+        if res.error is not None:
+            out[j] = None
+        if res.error is not None or extra:
+            special[nxt + j] = res
+    return out, runs, special
 
 
 def pieces(start: int, stop: int) -> list[tuple[int, int]]:
@@ -134,5 +132,11 @@ def pieces(start: int, stop: int) -> list[tuple[int, int]]:
     return out or [(start, stop)]
 
 
-def fail(start: int, n: int, reason: str) -> list[ScoreResult]:
-    return [ScoreResult(i, None, {}, reason) for i in range(start, n)]
+def failed(start: int, stop: int, reason: str) -> Chunk:
+    """Samples start..stop-1 not scored, for `reason`."""
+    return fail_results([ScoreResult(i, None, {}, reason) for i in range(start, stop)])
+
+
+def fail_results(results: list[ScoreResult]) -> Chunk:
+    """Consecutive failed ScoreResults as a chunk."""
+    return [None] * len(results), [[len(results), 0.0]] if results else [], {r.index: r for r in results}

@@ -15,8 +15,8 @@ from typing import Any
 
 from training.sandbox import isolation
 from training.sandbox.process import ChildDied, SandboxProcess, dumps
-from training.sandbox.protocol import KeyCheck, columns, decode_chunk, fail, pieces
-from training.sandbox.types import RewardLoadError, SandboxLimits, ScoreResult
+from training.sandbox.protocol import KeyCheck, columns, decode_chunk, fail_results, failed, pieces
+from training.sandbox.types import Chunk, RewardLoadError, SandboxLimits, ScoreBatch, ScoreResult
 
 _CPU_HARD_BATCHES = 50  # RLIMIT_CPU hard limit = load + this many batch budgets; then a fresh process
 
@@ -31,7 +31,8 @@ class RewardSandbox:
 
     def __init__(self, source: str, name: str = "compute_score", limits: SandboxLimits | None = None,
                  hidden_paths: Iterable[str | os.PathLike[str]] = (), *, filename: str = "reward.py",
-                 reward_kwargs: Mapping[str, Any] | None = None, isolation: str = "auto") -> None:
+                 reward_kwargs: Mapping[str, Any] | None = None, isolation: str = "auto",
+                 exact_timing: bool = False) -> None:
         if not isinstance(source, str):
             raise TypeError(f"source must be a str, not {type(source).__name__}")
         if not name.isidentifier():
@@ -41,6 +42,9 @@ class RewardSandbox:
         self.hidden_paths = [os.fspath(p) for p in hidden_paths]
         self.reward_kwargs = dict(reward_kwargs or {})
         self.isolation = isolation
+        # True: every call runs and is timed on its own (test-runs, where an outlier's time matters).
+        # False: calls faster than 20 us run in groups through map() and share the group's time (training).
+        self.exact_timing = exact_timing
         self._private_dir: str | None = None
         self._launch: isolation.Launch | None = None
         self._child: SandboxProcess | None = None
@@ -107,71 +111,84 @@ class RewardSandbox:
         return self._child
 
     # ---- scoring -----------------------------------------------------------------------------------
-    def score_batch(self, items: Iterable[Mapping[str, Any]]) -> list[ScoreResult]:
-        """Score every item; one ScoreResult per item, in order (failures carry `error`)."""
-        cols = columns(items)
-        out: list[ScoreResult] = []
+    def score_batch(self, items: Iterable[Mapping[str, Any]]) -> ScoreBatch:
+        """Score every item; one ScoreResult per item, in order (failures carry `error`).
+
+        The ScoreBatch keeps the results as columns: `.scores` is the list of floats (None where a
+        sample failed) without building an object per sample."""
+        items = items if isinstance(items, list) else list(items)
+        out = ScoreBatch()
         with self._lock:
-            for chunk in self._run(cols):
-                out.extend(chunk)
+            for chunk in self._run(items):
+                out.add(chunk)
         return out
 
     def iter_scores(self, items: Iterable[Mapping[str, Any]]) -> Iterator[ScoreResult]:
         """Yield one ScoreResult per item, in order, as they are computed."""
-        cols = columns(items)
+        items = items if isinstance(items, list) else list(items)
+        out = ScoreBatch()
         with self._lock:
-            for chunk in self._run(cols):
-                yield from chunk
+            for chunk in self._run(items):
+                start = len(out)
+                out.add(chunk)
+                for i in range(start, len(out)):
+                    yield out[i]
 
-    def _run(self, cols: dict[str, Any]) -> Iterator[list[ScoreResult]]:
+    def _run(self, items: list[Mapping[str, Any]]) -> Iterator[Chunk]:
         """Yield the batch's results in order, in chunks; restart the child after a crash or a hang."""
-        n, nxt, restarts = len(cols["sol"]), 0, 0
+        n, nxt, restarts = len(items), 0, 0
         lim = self.limits
         batch_deadline = time.monotonic() + lim.batch_time_limit_s
         failed_at: dict[int, ScoreResult] = {}  # samples that crashed or hung a sandbox: not run again
         keys = KeyCheck()
+        one_by_one = self.exact_timing  # after a crash inside a group of calls: find the call that did it
         try:
             while nxt < n:
                 if nxt in failed_at:
-                    yield [failed_at.pop(nxt)]
+                    yield fail_results([failed_at.pop(nxt)])
                     nxt += 1
                     continue
                 stop = min([k for k in failed_at if k > nxt] or [n])
                 try:
                     child = self._ensure_child()
                 except RewardLoadError as exc:
-                    yield fail(nxt, n, f"the sandbox was restarted and could not load the reward: {exc}")
+                    yield failed(nxt, n, f"the sandbox was restarted and could not load the reward: {exc}")
                     nxt = n
                     return
                 seq0, base = child.next_seq, nxt  # the memfd shows seq0 + (index - base) while `index` runs
                 child.next_seq += stop - nxt + 1
                 try:
-                    for chunk in self._stream(child, cols, base, stop, seq0, keys, batch_deadline):
-                        nxt += len(chunk)
+                    for chunk in self._stream(child, items, base, stop, seq0, keys, batch_deadline, one_by_one):
+                        nxt += len(chunk[0])
                         yield chunk
                 except ChildDied as died:
-                    running = died.running if died.running is not None else child.running(seq0, base, stop)
+                    span = died.running if died.running is not None else child.running(seq0, base, stop)
+                    span = span if span is not None and span[0] >= nxt else None
                     child.dispose()
                     self._child = None
-                    restarts += 1
                     if died.fatal_for_batch and died.timed_out:  # the batch's wall-clock time is up
-                        yield fail(nxt, n, died.reason)
+                        yield failed(nxt, n, died.reason)
                         nxt = n
                         return
                     if died.fatal_for_batch:  # its CPU budget is spent: what finished before is scored again
-                        first = running if running is not None and nxt <= running < stop else nxt
+                        first = span[0] if span is not None else nxt
                         failed_at.update((i, ScoreResult(i, None, {}, died.reason)) for i in range(first, n))
-                    elif running is not None or nxt != base or died.timed_out:
+                    elif span is not None and span[1] - span[0] > 1 and not one_by_one:
+                        # it died in a group of calls: score the rest one call at a time, which names the culprit
+                        one_by_one = True
+                        continue
+                    elif span is not None or nxt != base or died.timed_out:
                         # the sample it was on is to blame; the results it had not sent are scored again
-                        culprit = running if running is not None and nxt <= running < stop else nxt
+                        culprit = span[0] if span is not None else nxt
                         tail = child.stderr_text().strip()
                         failed_at[culprit] = ScoreResult(culprit, None, {}, died.reason,
                                                          f"sandbox stderr (last lines):\n{tail}" if tail else None)
                     # else it died before it started this batch (killed while idle, say): nobody to blame
+                    restarts += 1
                     if restarts > lim.max_restarts:
                         gave_up = f"not scored: the sandbox failed {restarts} times in this batch (last: {died.reason})"
-                        yield [failed_at.pop(i) if i in failed_at else ScoreResult(i, None, {}, gave_up)
-                               for i in range(nxt, n)]
+                        yield fail_results([failed_at.pop(i) if i in failed_at else ScoreResult(i, None, {}, gave_up)
+                                            for i in range(nxt, n)])
                         nxt = n
                         return
         finally:
@@ -179,26 +196,34 @@ class RewardSandbox:
                 self._child.dispose()  # the caller stopped early (or we failed): the child is mid-batch
                 self._child = None
 
-    def _stream(self, child: SandboxProcess, cols: dict[str, Any], start: int, stop: int, seq0: int,
-                keys: KeyCheck, batch_deadline: float) -> Iterator[list[ScoreResult]]:
-        """Score items start..stop-1 in `child`, yielding result chunks; raise ChildDied if it fails."""
+    def _stream(self, child: SandboxProcess, items: list[Mapping[str, Any]], start: int, stop: int, seq0: int,
+                keys: KeyCheck, batch_deadline: float, exact: bool) -> Iterator[Chunk]:
+        """Score items start..stop-1 in `child`, yielding result chunks; raise ChildDied if it fails.
+
+        `exact`: one call at a time (each timed on its own, and a crash names its sample)."""
         lim = self.limits
         # a call may run for time_limit_s before the child's watchdog stops it: allow for that and more
         stall_s = lim.time_limit_s + max(1.0, 0.25 * lim.time_limit_s)
         parts = pieces(start, stop)  # the child starts on the first piece while we encode the rest
         pos = 0
         for k, (a, b) in enumerate(parts):
-            ex = cols["ex"][a:b] if cols["ex"] is not None else None
-            payload = dumps({"offset": a, "seq0": seq0 + a - start, "ds": cols["ds"][a:b], "sol": cols["sol"][a:b],
-                             "gt": cols["gt"][a:b], "ex": ex, "kwargs": self.reward_kwargs})
+            try:
+                cols = columns(items[a:b], a)
+            except TypeError:
+                child.kill()  # it has pieces of a batch we will not finish
+                raise
+            payload = dumps({"offset": a, "seq0": seq0 + a - start, **cols, "kwargs": self.reward_kwargs,
+                             "exact": exact})
             child.send_piece(payload, pos, k == 0, k == len(parts) - 1, batch_deadline)
             pos += len(payload)
-        nxt, ends = start, 0
-        while ends < len(parts):
+        nxt = start
+        while True:
             try:
                 msg = child.read_message(min(time.monotonic() + stall_s, batch_deadline))
             except TimeoutError:
-                running = child.running(seq0, start, stop)
+                # the call the watchdog gave up on, if it is still unanswered; else the group it is in
+                late = child.timed_out_call(seq0, start, stop)
+                running = (late, late + 1) if late is not None and late >= nxt else child.running(seq0, start, stop)
                 child.kill()
                 if time.monotonic() >= batch_deadline:
                     raise ChildDied(f"the batch took longer than {lim.batch_time_limit_s:g} s (batch_time_limit_s)",
@@ -210,12 +235,12 @@ class RewardSandbox:
                 running = child.running(seq0, start, stop)
                 child.kill()
                 raise ChildDied("the sandbox sent a malformed result", running)
-            nxt += len(chunk)
-            if chunk:
+            nxt += len(chunk[0])
+            if chunk[0]:
                 yield chunk
             if msg.get("end"):
-                if nxt != parts[ends][1]:  # the child skipped items: never trust it again
+                if nxt != stop:  # the child skipped items: never trust it again
                     child.kill()
                     raise ChildDied("the sandbox ended a batch early", None)
-                ends += 1
                 child.cpu_used = float(msg.get("cpu") or 0.0)
+                return

@@ -45,6 +45,12 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
                 time.sleep(10)
             except BaseException:
                 pass
+    if s == "late":  # catches the watchdog's timeout once, then returns as if all was well
+        try:
+            while True:
+                pass
+        except BaseException:
+            return 1.0
     if s == "regex":  # holds the GIL in C: only a kill stops it
         return float(bool(re.match(r"(a+)+$", "a" * 64 + "b")))
     if s == "exit":
@@ -144,10 +150,45 @@ def test_a_call_that_swallows_its_timeout_is_killed(mischief):
     assert "did not stop; the sandbox was restarted" in res[1].error
 
 
+def test_a_call_that_returns_after_catching_its_timeout_still_fails(mischief):
+    res = mischief.score_batch([item("ok")] * 100 + [item("late")] + [item("ok")] * 10)  # inside a group of calls
+    assert res.errors == {100: "timed out after 1 s (time_limit_s)"}
+    assert res.scores.count(1.0) == 110
+
+
 def test_a_call_stuck_in_c_is_killed_and_only_that_sample_fails(mischief):
-    res = mischief.score_batch([item("ok"), item("ok"), item("regex"), item("ok")])
-    assert [r.score for r in res] == [1.0, 1.0, None, 1.0]
-    assert "did not stop" in res[2].error
+    # in a group of calls: the sandbox cannot say which one hung, so the rest is scored one call at a time
+    res = mischief.score_batch([item("ok")] * 150 + [item("regex")] + [item("ok")] * 50)
+    assert res.scores == [1.0] * 150 + [None] + [1.0] * 50
+    assert "did not stop" in res[150].error
+
+
+def test_a_crash_inside_a_group_of_calls_is_traced_to_its_sample():
+    with RewardSandbox(MISCHIEF, limits=SandboxLimits(max_restarts=1)) as sb:
+        sb.score_batch([item("ok")] * 600)  # the groups have grown
+        res = sb.score_batch([item("ok")] * 250 + [item("exit")] + [item("ok")] * 349)
+        assert res.errors == {250: "the sandbox process exited with code 3 (did the reward call os._exit?)"}
+        assert res.scores.count(1.0) == 599  # finding it took a second restart, which max_restarts=1 allows
+
+
+def test_big_batches_score_as_the_function_does_in_process():
+    ns: dict = {}
+    exec(EXACT, ns)  # noqa: S102 - our own test reward
+    items = [{"data_source": f"src{i % 3}", "solution_str": str(i % 7), "ground_truth": str(i % 5),
+              "extra_info": {"index": i} if i % 2 else None} for i in range(3000)]
+    with RewardSandbox(EXACT) as sb:
+        res = sb.score_batch(items)
+        assert res.scores == [ns["compute_score"](**it) for it in items] and res.errors == {}
+        assert [r.index for r in sb.iter_scores(items[:700])] == list(range(700))
+
+
+def test_exact_timing_times_an_outlier_on_its_own():
+    src = "import time\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" \
+          "    time.sleep(0.05 if solution_str == 'slow' else 0)\n    return 1.0\n"
+    items = [item("fast")] * 40 + [item("slow")] + [item("fast")] * 40
+    with RewardSandbox(src, exact_timing=True) as sb:
+        durations = sb.score_batch(items).durations_ms
+        assert durations[40] >= 45 and max(durations[:40] + durations[41:]) < 20
 
 
 def test_a_crash_is_reported_for_its_sample_and_the_rest_is_scored(mischief):
