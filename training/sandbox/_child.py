@@ -437,6 +437,23 @@ def _kill_strays() -> None:
                 time.sleep(0.001)
 
 
+class _BatchView:
+    """The batch memfd, mapped (again when it has grown): a piece is parsed where it lies, not copied out."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.mm = fd, None
+
+    def piece(self, pos: int, n: int) -> dict:
+        import mmap
+
+        end = pos + n
+        if self.mm is None or len(self.mm) < end:
+            if self.mm is not None:
+                self.mm.close()
+            self.mm = mmap.mmap(self.fd, max(end, os.fstat(self.fd).st_size), prot=mmap.PROT_READ)
+        return _loads_view(memoryview(self.mm)[pos:end])
+
+
 def main() -> None:
     # The protocol gets private copies of stdin/stdout; user prints go to stderr instead.
     req = os.fdopen(os.dup(0), "rb", buffering=1 << 20)
@@ -446,7 +463,7 @@ def main() -> None:
     os.dup2(2, 1)
     cfg = _loads(req.readline())
     h = Harness(cfg)
-    batch_fd = int(cfg["batch_fd"])
+    batches = _BatchView(int(cfg["batch_fd"]))
     h.set_parent_death_signal()
     h.open_index()
     h.apply_limits()
@@ -465,7 +482,7 @@ def main() -> None:
             os._exit(0)
         msg = _loads(line)
         if msg.get("op") == "batch":
-            payload = _loads(os.pread(batch_fd, int(msg["len"]), int(msg["pos"])))
+            payload = batches.piece(int(msg["pos"]), int(msg["len"]))
             h.run_batch(payload, out_fd, bool(msg["first"]), bool(msg["last"]))
         else:
             os._exit(0)

@@ -13,7 +13,7 @@ try:
     def _dumps(obj: object) -> bytes:
         return orjson.dumps(obj, default=_json_default, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
-    _loads = orjson.loads
+    _loads = _loads_view = orjson.loads  # orjson parses a memoryview in place
 except ImportError:  # the sandbox still works without orjson, only slower
     import json
 
@@ -22,11 +22,14 @@ except ImportError:  # the sandbox still works without orjson, only slower
 
     _loads = json.loads
 
+    def _loads_view(view: memoryview) -> object:
+        return json.loads(bytes(view))
+
 _MAX_TB = 8000
 _MAX_MSG = 300
 _ARGS = ("data_source", "solution_str", "ground_truth", "extra_info")
 __all__ = ["_ARGS", "_BadReturn", "_Timeout", "_binds_positionally", "_chunk_message", "_dumps", "_finite_floats",
-           "_loads", "_short", "_tb_text", "_to_score", "_user_lineno", "_write"]
+           "_loads", "_loads_view", "_short", "_tb_text", "_to_score", "_user_lineno", "_write"]
 
 
 class _Timeout(BaseException):
