@@ -5,6 +5,8 @@
 Prints samples/s for both, their ratio (target >= 0.25) and the fixed per-batch overhead, measured as
 the median wall time of a batch of one sample (target < 100 ms). "In-process" is the bare loop a
 reward manager would run: call compute_score by keyword for every sample and keep the float.
+"sandbox" is what training gets (`score_batch(...).scores`); two more lines show the cost of building
+a ScoreResult per sample and of exact timing (every call timed on its own, as test-runs do).
 """
 from __future__ import annotations
 
@@ -64,23 +66,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10_000)
     ap.add_argument("--batch", type=int, default=1000)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args()
     items = make_items(args.samples)
     print(f"isolation: {isolation_info()['mode']}; load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     t = time.perf_counter()
-    with RewardSandbox(EXACT_MATCH) as sb:
-        print(f"sandbox start + load: {(time.perf_counter() - t) * 1000:.0f} ms")
-        sb.score_batch(items[:args.batch])  # warm-up
-        sb_rate = ip_rate = 0.0
-        sb_cpu = ip_cpu = child_cpu = float("inf")
-        for _ in range(args.repeats):  # interleaved, so that both see the same machine load
-            child0 = sb.cpu_seconds
-            rate, cpu, sb_scores = one_pass(lambda b: sb.score_batch(b).scores, items, args.batch)
-            sb_rate, sb_cpu = max(sb_rate, rate), min(sb_cpu, cpu)
-            child_cpu = min(child_cpu, (sb.cpu_seconds - child0) / args.samples)
-            rate, cpu, ip_scores = one_pass(in_process, items, args.batch)
-            ip_rate, ip_cpu = max(ip_rate, rate), min(ip_cpu, cpu)
+    with RewardSandbox(EXACT_MATCH) as sb, RewardSandbox(EXACT_MATCH, exact_timing=True) as exact:
+        print(f"sandbox start + load (two sandboxes): {(time.perf_counter() - t) * 1000:.0f} ms")
+        passes = {  # name -> one batch's scores
+            "in-process": in_process,
+            "sandbox": lambda b: sb.score_batch(b).scores,
+            "sandbox, ScoreResult objects": lambda b: [r.score for r in sb.score_batch(b)],
+            "sandbox, exact timing": lambda b: exact.score_batch(b).scores,
+        }
+        for fn in passes.values():
+            fn(items[:args.batch])  # warm-up
+        rate = dict.fromkeys(passes, 0.0)
+        cpu = dict.fromkeys(passes, float("inf"))
+        child_cpu = float("inf")
+        for _ in range(args.repeats):  # interleaved, so that all see the same machine load; best of each
+            for name, fn in passes.items():
+                child0 = sb.cpu_seconds
+                r, c, scores = one_pass(fn, items, args.batch)
+                rate[name], cpu[name] = max(rate[name], r), min(cpu[name], c)
+                if name == "sandbox":
+                    child_cpu = min(child_cpu, (sb.cpu_seconds - child0) / args.samples)
+                    sb_scores = scores
+                elif name == "in-process":
+                    ip_scores = scores
             assert sb_scores == ip_scores, "the sandbox and the in-process call disagree"
         one = []
         for k in range(50):
@@ -88,13 +101,15 @@ def main() -> None:
             sb.score_batch(items[k:k + 1])
             one.append(time.perf_counter() - t)
     overhead_ms = statistics.median(one) * 1000
-    ratio = sb_rate / ip_rate
+    ip_rate = rate["in-process"]
+    ratio = rate["sandbox"] / ip_rate
     print(f"samples: {args.samples}, batch: {args.batch}, best of {args.repeats} interleaved passes")
-    print(f"in-process: {ip_rate:12,.0f} samples/s   CPU {ip_cpu * 1e6:.2f} us/sample")
-    print(f"sandbox:    {sb_rate:12,.0f} samples/s   CPU {sb_cpu * 1e6:.2f} us/sample here "
-          f"+ {child_cpu * 1e6:.2f} us/sample in the sandbox process")
+    for name in passes:
+        extra = f"   ratio {rate[name] / ip_rate:.3f}" if name != "in-process" else ""
+        print(f"{name + ':':30s} {rate[name]:12,.0f} samples/s   CPU here {cpu[name] * 1e6:.2f} us/sample{extra}")
+    print(f"sandbox process CPU: {child_cpu * 1e6:.2f} us/sample; CPU-cost ratio (load-independent): "
+          f"{cpu['in-process'] / (cpu['sandbox'] + child_cpu):.3f}")
     print(f"ratio:      {ratio:.3f}  (target >= 0.25) {'OK' if ratio >= 0.25 else 'BELOW TARGET'}")
-    print(f"CPU-cost ratio (load-independent): {ip_cpu / (sb_cpu + child_cpu):.3f}")
     print(f"per-batch overhead (batch of 1, median of 50): {overhead_ms:.2f} ms  (target < 100 ms) "
           f"{'OK' if overhead_ms < 100 else 'ABOVE TARGET'}")
 

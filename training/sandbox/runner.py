@@ -170,14 +170,16 @@ class RewardSandbox:
                         yield failed(nxt, n, died.reason)
                         nxt = n
                         return
+                    started = span is not None or nxt != base or died.timed_out  # it was on this batch
                     if died.fatal_for_batch:  # its CPU budget is spent: what finished before is scored again
                         first = span[0] if span is not None else nxt
                         failed_at.update((i, ScoreResult(i, None, {}, died.reason)) for i in range(first, n))
-                    elif span is not None and span[1] - span[0] > 1 and not one_by_one:
-                        # it died in a group of calls: score the rest one call at a time, which names the culprit
+                    elif started and not one_by_one and (span is None or span[1] - span[0] > 1):
+                        # in a group of calls, or between them: scoring the rest one call at a time names
+                        # the culprit (this restart is not counted: it happens once a batch)
                         one_by_one = True
                         continue
-                    elif span is not None or nxt != base or died.timed_out:
+                    elif started:
                         # the sample it was on is to blame; the results it had not sent are scored again
                         culprit = span[0] if span is not None else nxt
                         tail = child.stderr_text().strip()
