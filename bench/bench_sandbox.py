@@ -1,6 +1,6 @@
 """Reward sandbox throughput: exact-match reward over 10k samples, sandbox vs in-process, same run.
 
-    .venv/bin/python bench/bench_sandbox.py [--samples 10000] [--batch 1000] [--repeats 3]
+    .venv/bin/python bench/bench_sandbox.py [--samples 10000] [--batch 1000] [--repeats 30]
 
 Prints samples/s for both, their ratio (target >= 0.25) and the fixed per-batch overhead, measured as
 the median wall time of a batch of one sample (target < 100 ms). "In-process" is the bare loop a
@@ -66,7 +66,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=10_000)
     ap.add_argument("--batch", type=int, default=1000)
-    ap.add_argument("--repeats", type=int, default=20)
+    ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args()
     items = make_items(args.samples)
     print(f"isolation: {isolation_info()['mode']}; load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")

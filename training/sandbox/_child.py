@@ -175,8 +175,19 @@ class Harness:
     def start_watchdog(self) -> None:
         signal.signal(signal.SIGUSR1, self._on_timeout_signal)
         signal.signal(signal.SIGUSR2, self._on_flush_signal)
+        signal.signal(signal.SIGXCPU, self._on_cpu_limit)
         os.register_at_fork(after_in_child=_mark_forked)
         threading.Thread(target=self._watchdog, args=(0.01,), daemon=True, name="sandbox-watchdog").start()
+
+    def _on_cpu_limit(self, signum: int, frame: object) -> None:
+        """RLIMIT_CPU's soft limit: the batch's CPU budget is spent. Name the call that was running (in a
+        group of calls the memfd alone could not), then die of the signal, as the parent expects."""
+        cur = self.current()
+        if not _FORKED and cur >= 0:
+            self.idx[0] = cur  # the start first: narrowing
+            self.idx[1] = cur + 1
+        signal.signal(signal.SIGXCPU, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGXCPU)
 
     def current(self) -> int:
         """The seq of the call running now (-1: idle); the watchdog and the signal handlers read it."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import statistics
 import threading
 import time
 
@@ -188,7 +189,8 @@ def test_exact_timing_times_an_outlier_on_its_own():
     items = [item("fast")] * 40 + [item("slow")] + [item("fast")] * 40
     with RewardSandbox(src, exact_timing=True) as sb:
         durations = sb.score_batch(items).durations_ms
-        assert durations[40] >= 45 and max(durations[:40] + durations[41:]) < 20
+        # grouped, its 50 ms would be shared out across the group; alone, it keeps them all
+        assert durations[40] >= 45 and statistics.median(durations[:40] + durations[41:]) < 5
 
 
 def test_a_crash_is_reported_for_its_sample_and_the_rest_is_scored(mischief):
@@ -223,6 +225,9 @@ def test_running_out_of_batch_cpu_fails_the_rest_of_the_batch_only(mischief):
     assert res[0].score == 1.0
     assert all(r.score is None and "CPU time limit" in r.error for r in res[1:])
     assert mischief.score_batch([item("ok")])[0].score == 1.0
+    mischief.score_batch([item("ok")] * 600)  # groups of calls: the signal handler names the call
+    res = mischief.score_batch([item("ok")] * 100 + [item("xcpu")] + [item("ok")] * 50)
+    assert res.scores[:100] == [1.0] * 100 and sorted(res.errors) == list(range(100, 151))
 
 
 def test_async_compute_score_is_awaited():
