@@ -98,8 +98,10 @@ class LiveApi(APIView):
         if err:
             return err
         data = selectors.metric_series(job, ser.query())
+        table_key, n_checkpoints = selectors.checkpoint_table_state(job)
         data.update(events=selectors.events(job, ser.validated_data.get("since_event")), state=job.state,
-                    job_last_step=job.last_step, is_active=job.is_active)
+                    job_last_step=job.last_step, is_active=job.is_active, checkpoints_key=table_key,
+                    checkpoint_count=n_checkpoints)
         return Response(data)
 
 

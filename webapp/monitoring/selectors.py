@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 from django.db import connection
-from django.db.models import Prefetch
+from django.db.models import Count, Max, Prefetch
 
 from webapp.core.models import Project
 from webapp.monitoring import rollup
@@ -188,6 +188,21 @@ def checkpoint_users(job: Job) -> dict[int, list[Job]]:
     for child in Job.objects.filter(resume_checkpoint__job=job).order_by("created_at"):
         users.setdefault(child.resume_checkpoint_id, []).append(child)  # type: ignore[arg-type]
     return users
+
+
+def checkpoint_table_state(job: Job) -> tuple[str, int]:
+    """(a fingerprint of the checkpoint table, how many checkpoints): the fingerprint changes when a
+    checkpoint is saved, deleted or promoted, an evaluation moves on, or a human evaluation or a child
+    run starts from one. The job page polls it and re-reads the table only then."""
+    from webapp.monitoring.models import CheckpointEvaluation, HumanEvalTask
+
+    ck = Checkpoint.objects.filter(job=job).aggregate(n=Count("id"), t=Max("updated_at"))
+    ev = CheckpointEvaluation.objects.filter(checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
+    human = HumanEvalTask.objects.filter(checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
+    children = Job.objects.filter(resume_checkpoint__job=job).count()
+    parts = (ck["n"], ck["t"], ev["n"], ev["t"], human["n"], human["t"], children,
+             project_active_checkpoint_id(job.project))
+    return ":".join("" if p is None else p.isoformat() if hasattr(p, "isoformat") else str(p) for p in parts), ck["n"]
 
 
 def checkpoint_rows(job: Job, metric_keys: list[str]) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from webapp.monitoring import views
 urlpatterns = [
     path("jobs/<int:job_id>/", views.job_monitor, name="monitor-job"),
     path("jobs/<int:job_id>/samples/", views.samples, name="monitor-samples"),
+    path("jobs/<int:job_id>/checkpoints/", views.checkpoints, name="monitor-checkpoints"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/promote/", views.promote, name="monitor-promote"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/rollback/", views.rollback, name="monitor-rollback"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/export/", views.export, name="monitor-export"),

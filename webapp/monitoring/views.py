@@ -57,6 +57,17 @@ def samples(request, slug, job_id):
     return render(request, template, context)
 
 
+def checkpoints(request, slug, job_id):
+    """The checkpoints tab as an HTML fragment: the job page swaps it in when the table changes.
+    `back` is the page it sits on, where the tab's forms return to."""
+    access, job = _job(request, slug, job_id)
+    back = request.GET.get("back") or ""
+    if not (back.startswith("/") and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})):
+        back = f"/p/{slug}/monitor/jobs/{job.pk}/"
+    return render(request, "monitoring/_checkpoints_fragment.html",
+                  {"project": access.project, "access": access, "job": job, "back": back})
+
+
 @require_POST
 def promote(request, slug, job_id, step):
     _access, job = _job(request, slug, job_id, Role.ENGINEER)

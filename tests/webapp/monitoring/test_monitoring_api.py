@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from webapp.core.models import Project
+from webapp.monitoring.models import CheckpointEvaluation
 from webapp.runs.models import RunEvent
 
 pytestmark = pytest.mark.django_db
@@ -93,6 +95,29 @@ def test_live_poll_returns_new_points_events_and_state(make_job, points, viewer,
     assert body["series"][KL]["step"] == [11, 12]
     assert [e["id"] for e in body["events"]] == [new.pk] and body["events"][0]["kind"] == "kl_guard"
     assert body["state"] == "running" and body["is_active"] and body["job_last_step"] == 12
+
+
+def test_live_poll_says_when_the_checkpoint_table_changed(make_job, checkpoint, viewer, engineer, api_for, project):
+    job = make_job()
+    seen = []
+
+    def key() -> tuple[str, int]:
+        body = api_for(viewer).get(url(job, "live/"), {"names": KL}).json()
+        seen.append(body["checkpoints_key"])
+        return body["checkpoints_key"], body["checkpoint_count"]
+
+    assert key()[1] == 0
+    assert key()[0] == seen[0]  # nothing changed: the same key, so the page keeps its table
+    ckpt = checkpoint(job, 5)
+    assert key() == (seen[-1], 1) and seen[-1] != seen[0]
+    ev = CheckpointEvaluation.objects.create(checkpoint=ckpt)
+    assert key()[0] != seen[-2]
+    ev.status = "succeeded"
+    ev.save()
+    assert key()[0] != seen[-2]
+    Project.objects.filter(pk=project.pk).update(active_checkpoint=ckpt)  # promoted elsewhere
+    assert key()[0] != seen[-2]
+    assert len(set(seen)) == len(seen) - 1  # every change, and only a change, gave a new key
 
 
 def test_metric_names_and_default_charts_follow_the_job_kind(make_job, points, viewer, api_for):

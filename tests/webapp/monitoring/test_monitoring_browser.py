@@ -71,8 +71,17 @@ def test_job_monitor_live_zoom_samples_and_rollback(page, live_server, launched_
     page.wait_for_selector("#mon-samples-body .mon-sample")
     assert "2+2=<b>" in page.inner_text("#mon-samples-body")
 
+    # a checkpoint saved while we watch joins the table without a reload (and its buttons work)
+    page.evaluate("window.__sameDocument = true")
+    assert page.inner_text("#tab-checkpoints") == "Checkpoints (1)"
+    checkpoint(job, 20_000)
+    page.wait_for_function("document.getElementById('tab-checkpoints').textContent === 'Checkpoints (2)'",
+                           timeout=10_000)
+    assert page.evaluate("window.__sameDocument") is True
+
     # one-click rollback with a confirm dialog
     page.click("#tab-checkpoints")
+    assert page.locator("a.js-rollback[data-step='20000']").count() == 1
     page.click("a.js-rollback[data-step='20']")
     page.wait_for_selector("#mon-rollback[open]")
     page.fill("#mon-rollback textarea", "KL spike at 15000")

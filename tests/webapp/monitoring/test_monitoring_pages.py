@@ -57,6 +57,25 @@ def test_samples_render_escaped_side_by_side_with_the_reference(make_job, sample
     assert bad.status_code == 200
 
 
+def test_the_checkpoints_fragment_is_the_tab_and_its_forms_return_to_the_page(make_job, checkpoint, engineer,
+                                                                              viewer, outsider, as_user):
+    job = make_job()
+    checkpoint(job, 5)
+    checkpoint(job, 10)
+    base = f"/p/{job.project.slug}/monitor/jobs/{job.pk}/checkpoints/"
+    body = as_user(engineer).get(base, {"back": f"/p/{job.project.slug}/jobs/{job.pk}/"}).content.decode()
+    assert 'data-checkpoint-count="2"' in body and "<html" not in body  # a fragment, with its count
+    assert body.count(f'value="/p/{job.project.slug}/jobs/{job.pk}/#checkpoints"') >= 2  # promote, evaluate...
+    assert 'id="mon-rollback"' in body and "js-rollback" in body
+    for unsafe in ("https://evil.example/", "//evil.example/x", "javascript:alert(1)"):
+        other = as_user(engineer).get(base, {"back": unsafe}).content.decode()
+        assert "evil" not in other and "javascript:" not in other
+        assert f'value="/p/{job.project.slug}/monitor/jobs/{job.pk}/#checkpoints"' in other
+    seen = as_user(viewer).get(base).content.decode()
+    assert "<th scope=\"row\">10</th>" in seen and "js-rollback" not in seen  # a viewer sees, cannot act
+    assert as_user(outsider).get(base).status_code == 404
+
+
 def test_promote_through_the_page_redirects_back_with_a_message(make_job, checkpoint, engineer, as_user, project):
     job = make_job()
     c = checkpoint(job, 5)

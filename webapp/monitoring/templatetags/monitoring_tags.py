@@ -47,6 +47,8 @@ def monitor_panel(context, job) -> dict:
         "events": selectors.events(job), "marks": selectors.win_rate_marks(job),
         "ancestors": [{**a, "api": f"/api/projects/{slug}/monitor/jobs/{a['job']}/"} for a in selectors.ancestry(job)],
         "pollMs": 2000,
+        "checkpointsKey": selectors.checkpoint_table_state(job)[0],
+        "checkpointsUrl": f"/p/{slug}/monitor/jobs/{job.pk}/checkpoints/",
     }
     return {
         "access": access, "can_engineer": bool(access and access.can_engineer), "config": config,

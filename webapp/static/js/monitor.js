@@ -287,6 +287,7 @@
         lastStep = Math.max(lastStep, r.last_step || 0);
         if (changed || r.events.length) renderAll();
       }
+      if (r.checkpoints_key && r.checkpoints_key !== checkpointsKey) refreshCheckpoints(r.checkpoints_key);
       if (isActive && !r.is_active) { isActive = false; status(`Finished (${r.state}) · last step ${lastStep}`); }
       else if (isActive) status(`Live · step ${lastStep} · updated ${new Date().toLocaleTimeString()}`);
     } catch (e) { status('Live update failed (' + e.message + '); retrying.', true); }
@@ -376,9 +377,10 @@
     });
   }
 
-  // -- rollback dialog ---------------------------------------------------------------------------
-  const dialog = document.getElementById('mon-rollback');
-  if (dialog && dialog.showModal) {
+  // -- checkpoints tab: the rollback dialog, and a live table ------------------------------------
+  function bindCheckpoints() {
+    const dialog = document.getElementById('mon-rollback');
+    if (!dialog || !dialog.showModal) return;
     root.querySelectorAll('a.js-rollback').forEach((a) => a.addEventListener('click', (e) => {
       e.preventDefault();
       const form = dialog.querySelector('form');
@@ -389,11 +391,36 @@
     }));
     dialog.querySelector('[data-close]').addEventListener('click', () => dialog.close());
   }
+  let checkpointsKey = cfg.checkpointsKey, refreshing = false;
+  // Re-read the table when the live poll says it changed (a checkpoint saved, an evaluation done...);
+  // not while the user is in the middle of something there (the dialog open, a field focused).
+  async function refreshCheckpoints(key) {
+    const panel = document.getElementById('mon-checkpoints');
+    const dialog = document.getElementById('mon-rollback');
+    if (!panel || refreshing || (dialog && dialog.open) || panel.contains(document.activeElement)) return;
+    refreshing = true;
+    try {
+      const url = `${cfg.checkpointsUrl}?back=${encodeURIComponent(location.pathname)}`;
+      const resp = await fetch(url, {credentials: 'same-origin'});
+      if (!resp.ok) throw new Error('HTTP ' + resp.status);
+      panel.innerHTML = await resp.text();  // server-rendered, autoescaped
+      const count = panel.querySelector('[data-checkpoint-count]');
+      const tab = document.getElementById('tab-checkpoints');
+      if (count && tab) tab.textContent = `Checkpoints (${count.dataset.checkpointCount})`;
+      wb.localTimes(panel);
+      bindCheckpoints();
+      checkpointsKey = key;
+    } catch (e) { /* keep the table; the next poll tries again */ }
+    refreshing = false;
+  }
+  // Evaluations of a finished run still move on: keep asking while one is queued or running.
+  const evaluating = () => !!root.querySelector('#mon-checkpoints .state-running');
 
   // -- start -------------------------------------------------------------------------------------
   buildGrid();
   const wanted = tabs.find((t) => '#' + t.dataset.tab === location.hash) || tabs[0];
   if (tabs.length) showTab(wanted);
+  bindCheckpoints();
   loadAll().then(loadAncestors);
-  setInterval(() => { if (isActive) poll(); }, cfg.pollMs || 2000);
+  setInterval(() => { if (isActive || evaluating()) poll(); }, cfg.pollMs || 2000);
 })();
