@@ -54,3 +54,11 @@ def evaluate_checkpoint(evaluation_id: int) -> None:
     from webapp.monitoring.services import evaluation_run
 
     evaluation_run(evaluation_id=evaluation_id)
+
+
+@shared_task(name="jobs.tasks.export_checkpoint")
+def export_checkpoint(export_id: int) -> None:
+    """Zip a checkpoint as a Hugging Face folder (merging LoRA when asked); a redelivery does nothing."""
+    from webapp.monitoring.services import export_run
+
+    export_run(export_id=export_id)

@@ -34,7 +34,9 @@ import threading
 import time
 
 if "_dumps" not in globals():  # imported as a module rather than run as the harness
-    from training.sandbox._child_values import *  # noqa: F403
+    from training.sandbox._child_values import (  # noqa: I001
+        _BadReturn, _Timeout, _binds_positionally, _chunk_message, _dumps, _finite_floats, _loads, _loads_view,
+        _short, _tb_text, _to_score, _user_lineno, _write)
 
 _FLUSH_EVERY = 2048  # results sent at least this often; also every 20 ms, and when the batch ends
 _FLUSH_AFTER_S = 0.02

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from training.sandbox.types import Chunk, ScoreResult

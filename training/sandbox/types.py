@@ -156,7 +156,7 @@ class ScoreBatch(Sequence[ScoreResult]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, (ScoreBatch, list, tuple)):
-            return len(self) == len(other) and all(a == b for a, b in zip(self, other))
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

@@ -61,17 +61,10 @@ class EvaluationStatus(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class CheckpointEvaluation(TimeStampedModel):
-    """One on-demand validation win-rate evaluation of a checkpoint (`python -m training.evaluate`)."""
+class CheckpointWork(TimeStampedModel):
+    """Work on a checkpoint that a worker does after the request: queued, running, then done or failed."""
 
-    checkpoint = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="evaluations")
     status = models.CharField(max_length=16, choices=EvaluationStatus.choices, default=EvaluationStatus.QUEUED)
-    win_rate = models.FloatField(null=True, blank=True)
-    win_rate_lo = models.FloatField(null=True, blank=True)
-    win_rate_hi = models.FloatField(null=True, blank=True)
-    n = models.PositiveIntegerField(default=0)
-    samples_path = models.CharField(max_length=500, blank=True)
-    result = models.JSONField(default=dict, blank=True)  # the evaluator's whole output (per-source metrics)
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -79,14 +72,45 @@ class CheckpointEvaluation(TimeStampedModel):
                                    related_name="+")
 
     class Meta:
+        abstract = True
         ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"evaluation {self.pk} of checkpoint {self.checkpoint_id} ({self.status})"
 
     @property
     def is_active(self) -> bool:
         return self.status in (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING)
+
+
+class CheckpointEvaluation(CheckpointWork):
+    """One on-demand validation win-rate evaluation of a checkpoint (`python -m training.evaluate`)."""
+
+    checkpoint = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="evaluations")
+    win_rate = models.FloatField(null=True, blank=True)
+    win_rate_lo = models.FloatField(null=True, blank=True)
+    win_rate_hi = models.FloatField(null=True, blank=True)
+    n = models.PositiveIntegerField(default=0)
+    samples_path = models.CharField(max_length=500, blank=True)
+    result = models.JSONField(default=dict, blank=True)  # the evaluator's whole output (per-source metrics)
+
+    class Meta(CheckpointWork.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"evaluation {self.pk} of checkpoint {self.checkpoint_id} ({self.status})"
+
+
+class CheckpointExport(CheckpointWork):
+    """A checkpoint zipped as a Hugging Face folder, built on a worker (a real model takes minutes)."""
+
+    checkpoint = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="exports")
+    variant = models.CharField(max_length=16)  # "full", or for LoRA "merged" / "adapter"
+    path = models.CharField(max_length=500, blank=True)  # the zip, once it is built
+    size_bytes = models.BigIntegerField(default=0)
+
+    class Meta(CheckpointWork.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"export {self.pk} of checkpoint {self.checkpoint_id} ({self.variant}, {self.status})"
 
 
 class HumanEvalTask(TimeStampedModel):

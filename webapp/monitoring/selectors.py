@@ -194,24 +194,25 @@ def checkpoint_table_state(job: Job) -> tuple[str, int]:
     """(a fingerprint of the checkpoint table, how many checkpoints): the fingerprint changes when a
     checkpoint is saved, deleted or promoted, an evaluation moves on, or a human evaluation or a child
     run starts from one. The job page polls it and re-reads the table only then."""
-    from webapp.monitoring.models import CheckpointEvaluation, HumanEvalTask
+    from webapp.monitoring.models import CheckpointEvaluation, CheckpointExport, HumanEvalTask
 
     ck = Checkpoint.objects.filter(job=job).aggregate(n=Count("id"), t=Max("updated_at"))
-    ev = CheckpointEvaluation.objects.filter(checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
-    human = HumanEvalTask.objects.filter(checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
-    children = Job.objects.filter(resume_checkpoint__job=job).count()
-    parts = (ck["n"], ck["t"], ev["n"], ev["t"], human["n"], human["t"], children,
-             project_active_checkpoint_id(job.project))
+    parts: list[Any] = [ck["n"], ck["t"]]
+    for model in (CheckpointEvaluation, HumanEvalTask, CheckpointExport):
+        agg = model.objects.filter(checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
+        parts += [agg["n"], agg["t"]]
+    parts += [Job.objects.filter(resume_checkpoint__job=job).count(), project_active_checkpoint_id(job.project)]
     return ":".join("" if p is None else p.isoformat() if hasattr(p, "isoformat") else str(p) for p in parts), ck["n"]
 
 
 def checkpoint_rows(job: Job, metric_keys: list[str]) -> list[dict[str, Any]]:
     """The checkpoint table: each checkpoint with its metrics at that step, usage and evaluations."""
-    from webapp.monitoring.models import CheckpointEvaluation, HumanEvalTask
+    from webapp.monitoring.models import CheckpointEvaluation, CheckpointExport, HumanEvalTask
 
     ckpts = list(Checkpoint.objects.filter(job=job).order_by("-step").prefetch_related(
         Prefetch("evaluations", queryset=CheckpointEvaluation.objects.order_by("-created_at", "-id")),
-        Prefetch("human_evals", queryset=HumanEvalTask.objects.order_by("-created_at", "-id"))))
+        Prefetch("human_evals", queryset=HumanEvalTask.objects.order_by("-created_at", "-id")),
+        Prefetch("exports", queryset=CheckpointExport.objects.order_by("-created_at", "-id"))))
     at = values_at_steps(job, metric_keys, [c.step for c in ckpts])
     active_id = project_active_checkpoint_id(job.project)
     users = checkpoint_users(job)
@@ -219,9 +220,12 @@ def checkpoint_rows(job: Job, metric_keys: list[str]) -> list[dict[str, Any]]:
     for c in ckpts:
         metrics = {k: at[c.step].get(k, (c.metrics or {}).get(k)) for k in metric_keys}
         evals = list(c.evaluations.all())
+        latest_exports: dict[str, Any] = {}
+        for export in c.exports.all():  # newest first: the latest of each variant
+            latest_exports.setdefault(export.variant, export)
         rows.append({"checkpoint": c, "metrics": metrics, "is_active": c.pk == active_id,
                      "children": users.get(c.pk, []), "evaluation": evals[0] if evals else None,
-                     "human_evals": list(c.human_evals.all()),
+                     "human_evals": list(c.human_evals.all()), "exports": list(latest_exports.values()),
                      "available": c.status == CheckpointStatus.AVAILABLE})
     return rows
 

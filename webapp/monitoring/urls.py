@@ -9,6 +9,8 @@ urlpatterns = [
     path("jobs/<int:job_id>/checkpoints/<int:step>/promote/", views.promote, name="monitor-promote"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/rollback/", views.rollback, name="monitor-rollback"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/export/", views.export, name="monitor-export"),
+    path("jobs/<int:job_id>/checkpoints/<int:step>/exports/<int:export_id>/", views.export_download,
+         name="monitor-export-download"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/evaluate/", views.evaluate, name="monitor-evaluate"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/human-eval/", views.human_eval_create,
          name="monitor-human-eval-create"),

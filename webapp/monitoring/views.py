@@ -1,6 +1,8 @@
 """Monitoring pages: the job monitor, samples, checkpoint actions, compare, human evaluation."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.contrib import messages
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -12,7 +14,7 @@ from webapp.core.models import Role
 from webapp.core.services import ApplicationError
 from webapp.monitoring import selectors, services
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
-from webapp.monitoring.models import HumanEvalTask
+from webapp.monitoring.models import CheckpointExport, HumanEvalTask
 from webapp.runs.models import Job
 
 SAMPLES_PER_PAGE = 25
@@ -102,15 +104,35 @@ def rollback(request, slug, job_id, step):
 
 @require_POST
 def export(request, slug, job_id, step):
+    """Download the checkpoint as an HF folder zip: at once when it is built, else built on a worker."""
     _access, job = _job(request, slug, job_id, Role.ENGINEER)
     form = ExportForm(request.POST)
     merge = not (form.is_valid() and form.cleaned_data.get("variant") == "adapter")
     try:
         ckpt = services.checkpoint_get(job=job, step=step)
-        path = services.checkpoint_export(checkpoint=ckpt, user=request.user, merge_lora=merge)
+        exp = services.export_request(checkpoint=ckpt, user=request.user, merge_lora=merge)
     except ApplicationError as exc:
         messages.error(request, exc.message)
         return _back(request, slug, job)
+    if services.export_ready(exp):
+        return _zip_response(exp)
+    messages.info(request, f"Exporting step {step} ({exp.variant}) on a worker: its download link appears in "
+                           "the Checkpoints tab when the zip is ready.")
+    return _back(request, slug, job)
+
+
+def export_download(request, slug, job_id, step, export_id):
+    _access, job = _job(request, slug, job_id, Role.ENGINEER)
+    exp = get_object_or_404(CheckpointExport.objects.select_related("checkpoint"), pk=export_id,
+                            checkpoint__job=job, checkpoint__step=step)
+    if not services.export_ready(exp):
+        messages.error(request, f"The export of step {step} is not ready (or its checkpoint changed): export it again.")
+        return redirect("monitor-job", slug=slug, job_id=job.pk)
+    return _zip_response(exp)
+
+
+def _zip_response(exp: CheckpointExport) -> FileResponse:
+    path = Path(exp.path)
     return FileResponse(open(path, "rb"), as_attachment=True, filename=path.name, content_type="application/zip")
 
 

@@ -1,13 +1,12 @@
-"""Pages and forms: the job panel, samples (escaped), checkpoint actions through the UI, export, compare."""
+"""Pages and forms: the job panel, samples (escaped), checkpoint actions through the UI, compare (export:
+test_monitoring_export.py)."""
 from __future__ import annotations
 
-import io
 import json
-import zipfile
 
 import pytest
 
-from webapp.core.models import AuditLog, Project
+from webapp.core.models import Project
 from webapp.monitoring.models import CheckpointEvaluation
 from webapp.runs.models import Job, JobKind, RunEvent
 
@@ -130,25 +129,6 @@ def test_promote_and_checkpoint_list_api(make_job, checkpoint, points, engineer,
     [row] = api.get(base + "checkpoints/").json()["checkpoints"]
     assert row["step"] == 5 and row["active"] and row["promoted"] and row["metrics"]["critic/score/mean"] == 0.1
     assert api.post(base + "checkpoints/5/promote/").status_code == 400  # already active
-
-
-def test_export_downloads_an_hf_folder_zip(make_job, checkpoint, engineer, as_user, project):
-    job = make_job()
-    checkpoint(job, 5)
-    r = as_user(engineer).post(f"/p/{project.slug}/monitor/jobs/{job.pk}/checkpoints/5/export/")
-    assert r.status_code == 200 and r["Content-Type"] == "application/zip"
-    archive = zipfile.ZipFile(io.BytesIO(b"".join(r.streaming_content)))
-    assert json.loads(archive.read("config.json"))["step"] == 5
-    assert AuditLog.objects.filter(action="checkpoint.export").exists()
-
-
-def test_export_of_a_lora_adapter_without_merging(make_job, checkpoint, engineer, as_user, project):
-    job = make_job()
-    checkpoint(job, 5, lora=True)
-    r = as_user(engineer).post(f"/p/{project.slug}/monitor/jobs/{job.pk}/checkpoints/5/export/",
-                               {"variant": "adapter"})
-    assert "adapter" in r["Content-Disposition"]
-    assert "adapter_config.json" in zipfile.ZipFile(io.BytesIO(b"".join(r.streaming_content))).namelist()
 
 
 def test_evaluate_button_queues_one_evaluation(make_job, checkpoint, engineer, as_user, project, monkeypatch,

@@ -1,6 +1,5 @@
 """Monitoring services: checkpoint actions, the KL guard, evaluations and human evaluations."""
 from webapp.monitoring.services.checkpoints import (
-    checkpoint_export,
     checkpoint_get,
     checkpoint_promote,
     job_rollback,
@@ -10,11 +9,13 @@ from webapp.monitoring.services.checkpoints import (
     write_protected,
 )
 from webapp.monitoring.services.evaluation import evaluation_request, evaluation_run
+from webapp.monitoring.services.export import export_ready, export_request, export_run
 from webapp.monitoring.services.guard import guard_status, kl_guard_process
 from webapp.monitoring.services.human_eval import human_eval_create, human_eval_judge, human_eval_set_open
 
 __all__ = [
-    "checkpoint_export", "checkpoint_get", "checkpoint_promote", "evaluation_request", "evaluation_run",
+    "checkpoint_get", "checkpoint_promote", "evaluation_request", "evaluation_run", "export_ready",
+    "export_request", "export_run",
     "guard_status", "human_eval_create", "human_eval_judge", "human_eval_set_open", "job_rollback",
     "kl_guard_process", "parse_hp_overrides", "protected_steps", "retention_apply", "write_protected",
 ]

@@ -1,4 +1,4 @@
-"""Checkpoint actions: promote, roll back, export, and retention (which never deletes a used one)."""
+"""Checkpoint actions: promote, roll back, and retention (which never deletes a used one); export: export.py."""
 from __future__ import annotations
 
 import json
@@ -282,30 +282,3 @@ def _is_lora(folder: Path) -> bool:
 
 def checkpoint_is_lora(checkpoint: Checkpoint) -> bool:
     return _is_lora(Path(checkpoint.path))
-
-
-def checkpoint_export(*, checkpoint: Checkpoint, user, merge_lora: bool = True) -> Path:
-    """Export the checkpoint as an HF model folder and zip it (cached under <run_dir>/export/)."""
-    from training.checkpoints import export_hf
-
-    job = checkpoint.job
-    checkpoint = checkpoint_get(job=job, step=checkpoint.step)
-    folder = Path(checkpoint.path)
-    lora = _is_lora(folder)
-    variant = ("merged" if merge_lora else "adapter") if lora else "full"
-    export_root = Path(job.run_dir) / "export"
-    name = f"run{job.pk}-step{checkpoint.step}-{variant}"
-    zip_path = export_root / f"{name}.zip"
-    if zip_path.exists() and zip_path.stat().st_mtime >= folder.stat().st_mtime:
-        return zip_path
-    base = job.base_model.path if job.base_model_id and job.base_model and job.base_model.path else None
-    try:
-        out = export_hf(folder, export_root / name, merge_lora=merge_lora, base_model_path=base)
-    except (FileNotFoundError, RuntimeError, ValueError, OSError) as exc:
-        raise ApplicationError(f"Export failed: {exc}") from None
-    tmp = shutil.make_archive(str(export_root / f".tmp-{name}"), "zip", root_dir=out)
-    os.replace(tmp, zip_path)
-    audit(actor=user, action="checkpoint.export", project=job.project, obj=checkpoint,
-          summary=f"Exported run #{job.pk} step {checkpoint.step} as an HF folder ({variant})",
-          after={"path": str(zip_path), "variant": variant, "bytes": zip_path.stat().st_size})
-    return zip_path

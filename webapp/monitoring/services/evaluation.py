@@ -17,6 +17,7 @@ from django.utils import timezone
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus
+from webapp.monitoring.services.work import claim
 from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind, RunEvent
 
 EVAL_TIMEOUT_S = int(getattr(settings, "EVALUATION_TIMEOUT_S", 25 * 60))
@@ -60,10 +61,8 @@ def evaluation_run(*, evaluation_id: int) -> CheckpointEvaluation:
     """Run the evaluator for a queued evaluation and store its result (idempotent: claims the row first)."""
     from training.backends.base import REPO_ROOT
 
-    claimed = CheckpointEvaluation.objects.filter(pk=evaluation_id, status=EvaluationStatus.QUEUED).update(
-        status=EvaluationStatus.RUNNING, started_at=timezone.now())
-    evaluation = CheckpointEvaluation.objects.select_related("checkpoint__job").get(pk=evaluation_id)
-    if claimed != 1:
+    evaluation, claimed = claim(CheckpointEvaluation, evaluation_id, "checkpoint__job")
+    if not claimed:
         return evaluation  # another worker has it, or it already finished
     ckpt, job = evaluation.checkpoint, evaluation.checkpoint.job
     out_dir = Path(job.run_dir) / "evaluations" / str(evaluation.pk)
