@@ -35,7 +35,7 @@ import time
 
 if "_dumps" not in globals():  # imported as a module rather than run as the harness
     from training.sandbox._child_values import (  # noqa: I001
-        _BadReturn, _Timeout, _binds_positionally, _chunk_message, _dumps, _finite_floats, _loads, _loads_view,
+        _ARGS, _BadReturn, _Timeout, _binds_positionally, _chunk_message, _dumps, _finite_floats, _loads, _loads_view,
         _short, _tb_text, _to_score, _user_lineno, _write)
 
 _FLUSH_EVERY = 2048  # results sent at least this often; also every 20 ms, and when the batch ends
@@ -256,6 +256,8 @@ class Harness:
     def _caller(self, kwargs: dict | None):
         """fn as map() can call it with (data_source, solution_str, ground_truth, extra_info)."""
         fn = self.fn
+        if kwargs:  # as VERL's partial(compute_score, **reward_kwargs): the call's own arguments win
+            kwargs = {k: v for k, v in kwargs.items() if k not in _ARGS} or None
         if self.positional:
             return functools.partial(fn, **kwargs) if kwargs else fn
         if kwargs:

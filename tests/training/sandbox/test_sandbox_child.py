@@ -86,6 +86,11 @@ def test_a_reward_with_its_own_parameter_order_is_called_by_keyword(harness_ns):
     assert harness_ns["_binds_positionally"](positional) is False
     scores, _, _ = run(harness_ns, exact_match, ["0", "1"], ds=["a", "b"], kwargs={"unused": 1})
     assert scores == [1.0, 1.0]
+    # a reward kwarg named like one of the four arguments does not override them (as in VERL)
+    scores, _, _ = run(harness_ns, reward, ["s"], ex=[{"k": 1}], kwargs={"data_source": "x", "bonus": 1.0})
+    assert scores == [4.0]
+    scores, _, _ = run(harness_ns, exact_match, ["0"], kwargs={"solution_str": "no"})
+    assert scores == [1.0]
 
 
 def test_positional_calls_only_for_plain_functions_with_the_contract_names(harness_ns):
