@@ -17,13 +17,13 @@ from django.utils import timezone
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import CheckpointExport, EvaluationStatus
-from webapp.monitoring.services.checkpoints import _is_lora, checkpoint_get
+from webapp.monitoring.services.checkpoints import checkpoint_get, checkpoint_is_lora
 from webapp.monitoring.services.work import claim
 from webapp.runs.models import Checkpoint, CheckpointStatus, RunEvent
 
 
 def export_variant(checkpoint: Checkpoint, merge_lora: bool) -> str:
-    if not _is_lora(Path(checkpoint.path)):
+    if not checkpoint_is_lora(checkpoint):
         return "full"
     return "merged" if merge_lora else "adapter"
 
@@ -57,7 +57,8 @@ def export_request(*, checkpoint: Checkpoint, user, merge_lora: bool = True) -> 
     if checkpoint.status != CheckpointStatus.AVAILABLE or not Path(checkpoint.path).is_dir():
         raise ApplicationError(f"The checkpoint at step {checkpoint.step} is no longer on disk.")
     variant = export_variant(checkpoint, merge_lora)
-    for export in CheckpointExport.objects.filter(checkpoint=checkpoint, variant=variant)[:5]:
+    earlier = CheckpointExport.objects.filter(checkpoint=checkpoint, variant=variant).select_related("checkpoint")
+    for export in earlier[:5]:
         if export.is_active or export_ready(export):
             return export
     export = CheckpointExport.objects.create(checkpoint=checkpoint, variant=variant, created_by=user)
