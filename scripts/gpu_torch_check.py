@@ -30,11 +30,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repo, for training.models
 
 # Qwen2.5-0.5B's published shape (config.json of Qwen/Qwen2.5-0.5B), written out so nothing is fetched.
-QWEN05_SHAPE = dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                    num_key_value_heads=2, vocab_size=151936, max_position_embeddings=4096,
-                    tie_word_embeddings=True, rope_theta=1000000.0, rms_norm_eps=1e-6)
-SMALL_SHAPE = dict(hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
-                   num_key_value_heads=1, vocab_size=1024, max_position_embeddings=512, tie_word_embeddings=True)
+QWEN05_SHAPE = {"hidden_size": 896, "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
+                    "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 4096,
+                    "tie_word_embeddings": True, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6}
+SMALL_SHAPE = {"hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2, "num_attention_heads": 2,
+                   "num_key_value_heads": 1, "vocab_size": 1024, "max_position_embeddings": 512,
+                   "tie_word_embeddings": True}
 
 
 def sync(device: torch.device) -> None:

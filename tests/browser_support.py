@@ -3,6 +3,7 @@
 Playwright driving Debian's Chromium (never a downloaded browser) against a live test server."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from pathlib import Path
@@ -93,7 +94,5 @@ def stop_runs(settings):
 
     yield
     for pid_file in Path(settings.RUNS_ROOT).glob("**/attempts/*/supervisor.pid"):
-        try:
+        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
             os.killpg(int(pid_file.read_text().strip()), signal.SIGTERM)
-        except (ValueError, ProcessLookupError, PermissionError):
-            pass

@@ -4,11 +4,10 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from webapp.core.models import Membership, Project, Role
-
 # One session-wide Playwright/Chromium for every browser test, wherever it lives (a second
 # sync_playwright() while one is running fails).
 from tests.browser_support import browser, celery_beat_proc, page, shot, stop_runs  # noqa: E402,F401
+from webapp.core.models import Membership, Project, Role
 
 PASSWORD = "pw-for-tests-1"
 

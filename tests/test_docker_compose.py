@@ -24,7 +24,8 @@ def test_compose_declares_the_services_with_healthchecks_and_volumes():
     assert {"pgdata", "redisdata", "workbench"} <= set(spec["volumes"])
 
 
-@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="docker-compose not installed (apt-get install docker-compose)")
+@pytest.mark.skipif(shutil.which("docker-compose") is None,
+                    reason="docker-compose not installed (apt-get install docker-compose)")
 def test_compose_file_validates():
     env = dict(os.environ, SECRET_KEY="validate-only")
     proc = subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "config", "-q"],

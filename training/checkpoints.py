@@ -6,6 +6,7 @@ adapter), `trainer_state.pt` and `manifest.json`; VERL ones hold `actor/` and `d
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -52,10 +53,8 @@ def dir_size(path: str | Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
         for name in files:
-            try:
+            with contextlib.suppress(OSError):  # deleted while we walked (checkpoint cleanup)
                 total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass  # deleted while we walked (checkpoint cleanup)
     return total
 
 

@@ -219,7 +219,8 @@ def describe_checkpoint(path: Path, latest: int | None = None,
         fmt, complete, lora = "unknown", False, None
     if manifest is not None and isinstance(manifest.get("lora"), bool):
         lora = manifest["lora"]
-    return CheckpointInfo(step=step, path=path, size_bytes=dir_size(path) if with_size else 0, has_manifest=manifest is not None,
+    return CheckpointInfo(step=step, path=path, size_bytes=dir_size(path) if with_size else 0,
+                          has_manifest=manifest is not None,
                           format=fmt, complete=complete, is_latest=(latest == step), lora=lora, manifest=manifest)
 
 

@@ -9,8 +9,14 @@ import numpy as np
 import pytest
 
 from training.ingest import (
-    MetricsTail, describe_checkpoint, discover_checkpoints, parse_console_line, parse_metrics_line,
-    read_metrics, read_samples, sample_steps,
+    MetricsTail,
+    describe_checkpoint,
+    discover_checkpoints,
+    parse_console_line,
+    parse_metrics_line,
+    read_metrics,
+    read_samples,
+    sample_steps,
 )
 
 verl_tracking = pytest.importorskip("verl.utils.tracking")

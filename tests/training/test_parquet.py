@@ -6,7 +6,12 @@ import json
 import pytest
 
 from training.parquet import (
-    DataFormatError, check_verl_schema, jsonl_to_verl_parquet, normalize_prompt, to_verl_record, write_verl_parquet,
+    DataFormatError,
+    check_verl_schema,
+    jsonl_to_verl_parquet,
+    normalize_prompt,
+    to_verl_record,
+    write_verl_parquet,
 )
 
 

@@ -5,7 +5,12 @@ from pathlib import Path
 from typing import Any
 
 from training.backends.base import (
-    REPO_ROOT, BackendError, LaunchPlan, attempt_dir, base_env, python_executable,
+    REPO_ROOT,
+    BackendError,
+    LaunchPlan,
+    attempt_dir,
+    base_env,
+    python_executable,
 )
 
 

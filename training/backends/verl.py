@@ -22,10 +22,19 @@ from typing import Any
 
 from training import parquet
 from training.backends.base import (
-    REPO_ROOT, BackendError, LaunchPlan, attempt_dir, base_env, check_attempt, python_executable,
+    REPO_ROOT,
+    BackendError,
+    LaunchPlan,
+    attempt_dir,
+    base_env,
+    check_attempt,
+    python_executable,
 )
 from training.backends.verl_overrides import (
-    VerlPaths, build_overrides, decide_resume, is_on_policy_distill,
+    VerlPaths,
+    build_overrides,
+    decide_resume,
+    is_on_policy_distill,
 )
 from training.ingest import attempt_dirs, latest_checkpointed_step
 

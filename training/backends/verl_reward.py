@@ -17,6 +17,7 @@ manager then calls `compute_score(data_source=, solution_str=, ground_truth=, ex
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import math
 import os
@@ -45,7 +46,7 @@ def combine(scores: Sequence[float], weights: Sequence[float], shaping: str) -> 
         raise ValueError("one weight per component score")
     if shaping not in SHAPINGS:
         raise ValueError(f"shaping must be one of {SHAPINGS}, got {shaping!r}")
-    return float(shape(float(sum(w * s for w, s in zip(weights, scores))), shaping))
+    return float(shape(float(sum(w * s for w, s in zip(weights, scores, strict=False))), shaping))
 
 
 def json_safe(value: Any) -> Any:
@@ -117,7 +118,7 @@ class MicroBatcher:
                 for _, fut in batch:
                     fut.set_exception(exc)
                 continue
-            for (_, fut), res in zip(batch, results):
+            for (_, fut), res in zip(batch, results, strict=False):
                 fut.set_result(res)
 
 
@@ -165,10 +166,9 @@ class FunctionComponent:
     def close(self) -> None:
         sb, self._sb = self._sb, None
         if sb is not None and self._pid == os.getpid():
-            try:
+            # Closing a dead sandbox must not mask the real error.
+            with contextlib.suppress(Exception):
                 sb.__exit__(None, None, None)
-            except Exception:  # noqa: BLE001 - closing a dead sandbox must not mask the real error
-                pass
 
 
 class ModelComponent:
@@ -245,7 +245,7 @@ class RewardRunner:
                 return self._extra_keys
             keys: dict[str, list[str]] = {}
             probe = self.config.get("probe")
-            for fc, batcher in zip(self.functions, self.batchers):
+            for fc, batcher in zip(self.functions, self.batchers, strict=False):
                 keys[fc.name] = []
                 if probe:
                     item = {**probe, "solution_str": ""}
@@ -278,7 +278,7 @@ class RewardRunner:
         names = [f.name for f in self.functions] + [m.name for m in self.models]
         scores = [p[0] for p in parts]
         total = combine(scores, [self.weights[n] for n in names], self.shaping)
-        return total, [f"{n}: {p[2]}" for n, p in zip(names, parts) if p[2]]
+        return total, [f"{n}: {p[2]}" for n, p in zip(names, parts, strict=False) if p[2]]
 
     def score(self, data_source: Any, solution_str: Any, ground_truth: Any,
               extra_info: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
@@ -296,8 +296,8 @@ class RewardRunner:
         out: dict[str, Any] = {"score": total, "acc": total, "reward_error": 1.0 if errors else 0.0}
         names = [f.name for f in self.functions] + [m.name for m in self.models]
         if len(names) > 1:
-            out.update({f"r/{n}": p[0] for n, p in zip(names, parts)})
-        for fc, (_, extra, _) in zip(self.functions, parts):
+            out.update({f"r/{n}": p[0] for n, p in zip(names, parts, strict=False)})
+        for fc, (_, extra, _) in zip(self.functions, parts, strict=False):
             for k in keys.get(fc.name, []):
                 v = extra.get(k, _NAN)
                 out[self._key(fc.name, k)] = v if isinstance(v, (int, float, str, bool)) else _NAN
@@ -372,7 +372,7 @@ def make_compute_score(config_path: str) -> Callable[..., dict[str, Any]]:
                             extra_infos: Sequence[Any] | None = None, **kwargs: Any) -> list[dict[str, Any]]:
         extra_infos = extra_infos if extra_infos is not None else [None] * len(solution_strs)
         samples = [{"data_source": d, "solution_str": s, "ground_truth": g, "extra_info": e}
-                   for d, s, g, e in zip(data_sources, solution_strs, ground_truths, extra_infos)]
+                   for d, s, g, e in zip(data_sources, solution_strs, ground_truths, extra_infos, strict=False)]
         return get_runner(config_path).score_many(samples, **kwargs)
 
     compute_score.batch = compute_score_batch  # type: ignore[attr-defined]

@@ -23,6 +23,7 @@ the parent reads it to tell which sample was running when it had to kill this pr
 that sample; a bigger group: it scores the rest one call at a time to find out). The watchdog thread
 knows the running call exactly (the group's start + the results the group has so far).
 """
+import contextlib
 import functools
 import itertools
 import math
@@ -438,10 +439,8 @@ def _kill_strays() -> None:
         if sum(1 for name in os.listdir("/proc") if name.isdigit()) <= 2:
             _CLEAN_AT[0] = last
             return
-        try:
+        with contextlib.suppress(OSError):
             os.kill(-1, signal.SIGKILL)
-        except OSError:
-            pass
         deadline = time.monotonic() + 0.05
         while time.monotonic() < deadline:
             try:

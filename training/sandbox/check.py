@@ -76,7 +76,7 @@ def _check_signature(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> l
     # parameters VERL never passes must have defaults
     positional = a.posonlyargs + a.args
     no_default = positional[: len(positional) - len(a.defaults)]
-    no_default += [p for p, d in zip(a.kwonlyargs, a.kw_defaults) if d is None]
+    no_default += [p for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=False) if d is None]
     for p in no_default:
         if p.arg == "extra_info":
             problems.append(Problem(line, "extra_info has no default; VERL's main_eval calls "
@@ -109,7 +109,7 @@ def _check_body(fn: ast.FunctionDef | ast.AsyncFunctionDef, name: str) -> list[P
     for node in nodes:
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return [Problem(node.lineno, f"{name}() contains `yield`, so it returns a generator, not a score")]
-    if not any(isinstance(n, ast.Return) and n.value is not None for n in nodes):
-        if not any(isinstance(n, ast.Raise) for n in nodes):
-            return [Problem(fn.lineno, f"{name}() never returns a value (it would return None)")]
+    returns = any(isinstance(n, ast.Return) and n.value is not None for n in nodes)
+    if not returns and not any(isinstance(n, ast.Raise) for n in nodes):
+        return [Problem(fn.lineno, f"{name}() never returns a value (it would return None)")]
     return []

@@ -5,6 +5,7 @@ This side only ever parses JSON from the child, and kills it when it misbehaves.
 from __future__ import annotations
 
 import collections
+import contextlib
 import fcntl
 import mmap
 import os
@@ -136,10 +137,8 @@ class SandboxProcess:
         self.out_fd = self.proc.stdout.fileno()  # type: ignore[union-attr]
         self.in_fd = self.proc.stdin.fileno()  # type: ignore[union-attr]
         for fd in (self.in_fd, self.out_fd):  # a batch is ~0.4 MB: a 64 KB pipe makes it ping-pong
-            try:
+            with contextlib.suppress(OSError):
                 fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, _PIPE_SIZE)
-            except OSError:
-                pass
         os.set_blocking(self.out_fd, False)
         os.set_blocking(self.in_fd, False)
         self.sel = selectors.DefaultSelector()
@@ -293,23 +292,15 @@ class SandboxProcess:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            try:  # the whole session: bwrap, or the harness and anything it forked
+            with contextlib.suppress(OSError):  # the whole session: bwrap, or the harness and anything it forked
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
-            try:
+            with contextlib.suppress(OSError):
                 self.proc.kill()
-            except OSError:
-                pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL does not fail
             self.proc.wait(timeout=5.0)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
-            pass
         for stream in (self.proc.stdin, self.proc.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
-            except OSError:
-                pass
         self.sel.close()
         self.wsel.close()
 
@@ -325,9 +316,7 @@ class SandboxProcess:
         except (BufferError, ValueError):
             pass
         for fd in (self.index_fd, self.batch_fd):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
 

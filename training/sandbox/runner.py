@@ -5,6 +5,7 @@ results back in chunks, so a batch costs a few pipe messages rather than a proce
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -59,10 +60,8 @@ class RewardSandbox:
         self.close()
 
     def __del__(self) -> None:  # a forgotten sandbox must not outlive its owner
-        try:
+        with contextlib.suppress(Exception):  # interpreter shutdown
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     @property
     def mode(self) -> str:

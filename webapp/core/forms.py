@@ -16,7 +16,8 @@ class MemberForm(forms.Form):
 
 class ProjectSettingsForm(forms.Form):
     review_overlap = forms.IntegerField(min_value=1, max_value=10, label="Reviewers per pair (overlap)")
-    review_blind = forms.BooleanField(required=False, label="Blind review (reviewers do not see each other's decisions)")
+    review_blind = forms.BooleanField(required=False,
+                                      label="Blind review (reviewers do not see each other's decisions)")
 
 
 def apply_error(form: forms.Form, exc) -> None:

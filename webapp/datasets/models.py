@@ -53,7 +53,8 @@ class DatasetVersion(TimeStampedModel):
     val_count = models.PositiveIntegerField(default=0)
     source_filename = models.CharField(max_length=300, blank=True)
     source_format = models.CharField(max_length=32, blank=True)  # jsonl / json / csv / parquet
-    detected_shape = models.CharField(max_length=32, blank=True)  # trl_standard / trl_conversational / hh_rlhf / prompts / verl
+    # trl_standard / trl_conversational / hh_rlhf / prompts / verl
+    detected_shape = models.CharField(max_length=32, blank=True)
     column_map = models.JSONField(default=dict, blank=True)
     split_seed = models.IntegerField(default=0)
     split_spec = models.CharField(max_length=32, default="10%")  # "10%" or a count "200"

@@ -19,7 +19,7 @@ from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.rewards import samples as sample_lib
 from webapp.rewards.analysis import normalize_source, pair_summary, source_sha256, summarize
-from webapp.rewards.models import RewardFunction, RewardTestRun, RewardVersion, RewardTestRunState
+from webapp.rewards.models import RewardFunction, RewardTestRun, RewardTestRunState, RewardVersion
 from webapp.rewards.services import SOURCE_MAX_CHARS, _check_entry_point
 
 # A test-run is interactive: it gets the per-call limit of training but a shorter batch limit.

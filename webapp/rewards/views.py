@@ -13,7 +13,7 @@ from webapp.core.models import Role
 from webapp.core.services import ApplicationError
 from webapp.rewards import scoring, selectors, services
 from webapp.rewards.analysis import diff_lines, diff_stats
-from webapp.rewards.forms import RewardFunctionForm, RewardVersionForm, RewardTestRunForm
+from webapp.rewards.forms import RewardFunctionForm, RewardTestRunForm, RewardVersionForm
 
 
 @require_GET

@@ -77,7 +77,8 @@ class Job(TimeStampedModel):
     dataset_version = models.ForeignKey("datasets.DatasetVersion", null=True, blank=True, on_delete=models.PROTECT,
                                         related_name="jobs")
     reward_versions = models.ManyToManyField("rewards.RewardVersion", blank=True, related_name="jobs")
-    reward_spec = models.JSONField(default=dict, blank=True)  # {"shaping", "components": [{type, version_id|model_id, weight}]}
+    # {"shaping", "components": [{type, version_id|model_id, weight}]}
+    reward_spec = models.JSONField(default=dict, blank=True)
     data_manifest = models.JSONField(default=dict, blank=True)  # what was included/excluded and why
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
     resume_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.PROTECT,
@@ -126,6 +127,9 @@ class JobAttempt(models.Model):
         constraints = [models.UniqueConstraint(fields=["job", "number"], name="unique_attempt")]
         ordering = ["job", "number"]
 
+    def __str__(self) -> str:
+        return f"job {self.job_id} attempt {self.number}"
+
 
 class MetricPoint(models.Model):
     """One value of one metric at one step; ingest is idempotent through the unique key."""
@@ -139,6 +143,9 @@ class MetricPoint(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "name", "step"], name="unique_metric_point")]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.step}={self.value}"
 
 
 class CheckpointStatus(models.TextChoices):

@@ -10,7 +10,14 @@ from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetKind, DatasetVersion, VersionStatus
 from webapp.rewards.models import RewardFunction, RewardVersion
 from webapp.runs.models import (
-    FINAL_STATES, Checkpoint, CheckpointStatus, Job, JobState, ModelEntry, ModelKind, RunEvent,
+    FINAL_STATES,
+    Checkpoint,
+    CheckpointStatus,
+    Job,
+    JobState,
+    ModelEntry,
+    ModelKind,
+    RunEvent,
 )
 from webapp.runs.services.sync import tail_lines
 

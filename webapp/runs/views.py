@@ -1,6 +1,7 @@
 """Thin views for jobs and models: parse, check access, call one service, render."""
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -18,7 +19,14 @@ from webapp.core.services import ApplicationError
 from webapp.rewards.forms import RewardSpecForm, build_reward_spec
 from webapp.runs import selectors
 from webapp.runs.forms import (
-    CheckpointModelForm, INPUT_FIELDS, JobForm, ModelRegisterForm, ResumeForm, preset_backends, preset_table, settings_initial,
+    INPUT_FIELDS,
+    CheckpointModelForm,
+    JobForm,
+    ModelRegisterForm,
+    ResumeForm,
+    preset_backends,
+    preset_table,
+    settings_initial,
 )
 from webapp.runs.models import Job, JobState
 from webapp.runs.services import config as cfg
@@ -94,10 +102,8 @@ def _render_form(request, access, form, reward_form, clone_of=None, status=200):
 def _default_inputs(project, kind: str) -> dict:
     """Sensible first choices: the newest dataset version that fits, the demo (or only) model."""
     out = {}
-    try:
+    with contextlib.suppress(ApplicationError):
         out["dataset_version"] = selectors.dataset_version_by_ref(project=project, ref=None, kind=kind).pk
-    except ApplicationError:
-        pass
     base = selectors.default_base_model(project=project, kind=kind)
     if base is not None:
         out["base_model"] = base.pk

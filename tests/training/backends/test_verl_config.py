@@ -76,8 +76,8 @@ def test_grpo_job_composes_and_validates(verl_compose, make_run, no_vllm, hf_cac
     assert cfg.actor_rollout_ref.actor.use_kl_loss and cfg.actor_rollout_ref.actor.kl_loss_type == "low_var_kl"
     assert list(cfg.trainer.logger) == ["console", "file"]
     assert cfg.trainer.default_local_dir == str(run_dir / "checkpoints")
-    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH == \
-        str(run_dir / "attempts" / "1" / "metrics.jsonl")
+    assert str(run_dir / "attempts" / "1" / "metrics.jsonl") == \
+        cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH
 
 
 def test_lora_job_composes_and_validates(verl_compose, make_run, no_vllm, hf_cache, base_spec):

@@ -13,7 +13,14 @@ import pytest
 
 from training.backends.base import BackendError
 from training.backends.verl_overrides import (
-    BatchPlan, Resume, VerlPaths, build_overrides, decide_resume, gpu_plan, hydra_value, plan_batches,
+    BatchPlan,
+    Resume,
+    VerlPaths,
+    build_overrides,
+    decide_resume,
+    gpu_plan,
+    hydra_value,
+    plan_batches,
 )
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -69,7 +76,7 @@ def test_overrides_match_golden(case):
     if os.environ.get("UPDATE_GOLDEN"):
         path.write_text("\n".join(got) + "\n")
     expected = path.read_text().splitlines()
-    assert got == expected, "\n".join(f"- {e}\n+ {g}" for e, g in zip(expected, got) if e != g)
+    assert got == expected, "\n".join(f"- {e}\n+ {g}" for e, g in zip(expected, got, strict=False) if e != g)
 
 
 def test_every_override_is_unique_and_has_a_value():

@@ -72,7 +72,7 @@ def test_list_templates_describes_every_template():
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_template_scores(name):
-    rows, expected = zip(*CASES[name])
+    rows, expected = zip(*CASES[name], strict=False)
     with RewardSandbox(get_template(name)) as sb:
         res = sb.score_batch(list(rows))
     assert [r.error for r in res] == [None] * len(rows)
@@ -80,9 +80,9 @@ def test_template_scores(name):
 
 
 def test_combined_returns_score_and_components():
-    rows, expected = zip(*COMBINED)
+    rows, expected = zip(*COMBINED, strict=False)
     with RewardSandbox(get_template("combined")) as sb:
         res = sb.score_batch(list(rows))
-    for r, want in zip(res, expected):
+    for r, want in zip(res, expected, strict=False):
         assert r.error is None
         assert {"score": r.score, **r.extra} == pytest.approx(want)

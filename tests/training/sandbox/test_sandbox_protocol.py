@@ -92,7 +92,7 @@ def test_columns_transpose_the_items_and_send_repeated_values_once():
 def test_pieces_cover_the_range_in_order_with_a_small_first_one():
     parts = pieces(5, 1005)
     assert parts[0][0] == 5 and parts[-1][1] == 1005
-    assert all(a == b for (_, a), (b, _) in zip(parts, parts[1:]))
+    assert all(a == b for (_, a), (b, _) in zip(parts, parts[1:], strict=False))
     assert parts[0][1] - parts[0][0] <= parts[1][1] - parts[1][0]
     assert pieces(7, 7) == [(7, 7)]
 

@@ -261,17 +261,16 @@ def test_numpy_like_and_bool_scores_become_floats():
     ("compute_score = 3\n", "not a function", None),
 ])
 def test_a_source_that_cannot_load_raises_a_clear_error(source, needle, lineno):
-    with pytest.raises(RewardLoadError) as err:
-        with RewardSandbox(source):
-            pass
+    with pytest.raises(RewardLoadError) as err, RewardSandbox(source):
+        pass
     assert needle in str(err.value)
     assert err.value.lineno == lineno
 
 
 def test_a_module_that_never_finishes_loading_times_out():
-    with pytest.raises(RewardLoadError, match="took longer than load_time_limit_s"):
-        with RewardSandbox("while True:\n    pass\n", limits=SandboxLimits(load_time_limit_s=0.5)):
-            pass
+    with (pytest.raises(RewardLoadError, match="took longer than load_time_limit_s"),
+          RewardSandbox("while True:\n    pass\n", limits=SandboxLimits(load_time_limit_s=0.5))):
+        pass
 
 
 def test_items_must_be_dicts():

@@ -4,7 +4,12 @@ from __future__ import annotations
 import pytest
 
 from webapp.runs.services.config import (
-    BY_KEY, SETTINGS, base_config, flatten_overrides, parse_set_args, resolve_config,
+    BY_KEY,
+    SETTINGS,
+    base_config,
+    flatten_overrides,
+    parse_set_args,
+    resolve_config,
 )
 from webapp.runs.services.presets import DEFAULT_HP, PRESETS
 
@@ -97,8 +102,8 @@ def test_prompt_longer_than_max_prompt_length():
     ctx = {"longest_prompt": {"length": 700, "unit": "tokens", "where": "row 12"}}
     _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {}, backend="verl", context=ctx)
     assert "row 12" in errors["max_prompt_length"] and "700 tokens" in errors["max_prompt_length"]
-    _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {"max_prompt_length": 700,
-                                                                "max_response_length": 800}, backend="verl", context=ctx)
+    lengths = {"max_prompt_length": 700, "max_response_length": 800}
+    _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", lengths, backend="verl", context=ctx)
     assert "max_prompt_length" not in errors
     # counted in characters (no local tokenizer): a warning only
     ctx = {"longest_prompt": {"length": 700, "unit": "characters", "where": "row 3"}}

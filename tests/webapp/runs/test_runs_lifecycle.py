@@ -1,6 +1,10 @@
-"""Real runs (supervisor + local trainer, no Celery): kill the supervisor -> lost -> resume with every step once; cancel."""
+"""Real runs (supervisor + local trainer, no Celery).
+
+Kill the supervisor -> lost -> resume with every step once; cancel.
+"""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,10 +32,8 @@ def supervisors():
     pids: list[int] = []
     yield pids
     for pid in pids:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 def wait_for(job, predicate, timeout: float, what: str):

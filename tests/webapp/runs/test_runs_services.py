@@ -11,7 +11,12 @@ from webapp.core.models import AuditLog
 from webapp.core.services import ApplicationError
 from webapp.runs.models import Checkpoint, Job, JobAttempt, JobState, RunEvent
 from webapp.runs.services import (
-    JobValidationError, job_cancel, job_create, job_create_child, job_launch, job_resume,
+    JobValidationError,
+    job_cancel,
+    job_create,
+    job_create_child,
+    job_launch,
+    job_resume,
 )
 from webapp.runs.services.data import expand_ranges
 
@@ -19,9 +24,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _create(project, user, version, model, spec, **kw):
-    args = dict(project=project, user=user, kind="grpo", backend="local", preset="demo-cpu",
-                hp_overrides={"max_steps": 10}, dataset_version=version, reward_spec=spec, base_model=model,
-                include_unreviewed=True)
+    args = {"project": project, "user": user, "kind": "grpo", "backend": "local", "preset": "demo-cpu",
+                "hp_overrides": {"max_steps": 10}, "dataset_version": version, "reward_spec": spec, "base_model": model,
+                "include_unreviewed": True}
     args.update(kw)
     return job_create(**args)
 
@@ -36,7 +41,8 @@ def test_job_create_pins_data_and_rewards_and_writes_nothing(project, engineer, 
     manifest = job.data_manifest
     assert manifest["dataset"]["version_id"] == prompts_version.pk
     assert manifest["counts"] == {"included": 44, "train": 36, "val": 8, "excluded": 0}
-    assert sorted(expand_ranges(manifest["included_ranges"])) == sorted(prompts_version.rows.values_list("pk", flat=True))
+    included = sorted(expand_ranges(manifest["included_ranges"]))
+    assert included == sorted(prompts_version.rows.values_list("pk", flat=True))
     assert job.config["hp"]["max_steps"] == 10 and job.config["total_steps"] == 10
     assert job.attempts.get().state == JobState.QUEUED
     assert no_enqueue == [(job.pk, "cpu", None)]

@@ -336,8 +336,8 @@ def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings:
 
 def _check_grpo(hp: dict, errors: dict, warnings: dict, ok) -> None:
     if ok("group_size") and hp["group_size"] < 2:
-        _err(errors, "group_size",
-             f"GRPO needs a group size n of at least 2 (it compares the samples of one prompt), got {hp['group_size']}.")
+        _err(errors, "group_size", "GRPO needs a group size n of at least 2 (it compares the samples of one prompt), "
+                                   f"got {hp['group_size']}.")
     if ok("clip_ratio") and not 0 < hp["clip_ratio"] < 1:
         _err(errors, "clip_ratio", f"Clip ratio must be between 0 and 1, got {hp['clip_ratio']}.")
     if ok("kl_coef"):
@@ -346,10 +346,11 @@ def _check_grpo(hp: dict, errors: dict, warnings: dict, ok) -> None:
         if kl < 0:
             _err(errors, "kl_coef", "The KL coefficient cannot be negative.")
         elif kl == 0:
-            warnings["kl_coef"] = "KL coefficient 0: nothing keeps the policy near the reference; reward hacking is likely."
+            warnings["kl_coef"] = ("KL coefficient 0: nothing keeps the policy near the reference; "
+                                   "reward hacking is likely.")
         elif not low <= kl <= high:
-            warnings["kl_coef"] = (f"KL coefficient {kl:g} is outside the usual {low:g}–{high:g}: "
-                                   f"{'the policy may drift and hack the reward' if kl < low else 'learning may stall'}.")
+            risk = "the policy may drift and hack the reward" if kl < low else "learning may stall"
+            warnings["kl_coef"] = f"KL coefficient {kl:g} is outside the usual {low:g}–{high:g}: {risk}."
 
 
 def _check_batches(kind: str, backend: str, hp: dict, verl: dict, errors: dict, ok) -> None:

@@ -28,7 +28,8 @@ def resolve_inputs(project, data: dict) -> dict:
         reward_spec = data["reward_spec"]
     elif data.get("reward"):
         reward_spec = {"shaping": data.get("shaping") or "raw",
-                       "components": [selectors.reward_component_by_ref(project=project, ref=r) for r in data["reward"]]}
+                       "components": [selectors.reward_component_by_ref(project=project, ref=r)
+                                      for r in data["reward"]]}
     else:
         reward_spec = selectors.default_reward_spec(project=project, kind=kind)
     if data.get("shaping") and isinstance(reward_spec, dict):

@@ -137,7 +137,8 @@ def job_create_child(*, parent: Job, checkpoint: Checkpoint, user, hp_overrides:
         raise JobValidationError(plan.errors, plan.warnings)
     job = _insert_job(project=parent.project, user=user, plan=plan, name=f"{parent.name} ↳ {reason}@{checkpoint.step}",
                       dataset_version=parent.dataset_version, base_model=parent.base_model,
-                      teacher_model=parent.teacher_model, include_unreviewed=bool(parent.config.get("include_unreviewed")),
+                      teacher_model=parent.teacher_model,
+                      include_unreviewed=bool(parent.config.get("include_unreviewed")),
                       parent=parent, resume_checkpoint=checkpoint, reason=reason, manifest=parent.data_manifest)
     _event(parent, reason, f"{reason}: new job #{job.pk} from the checkpoint at step {checkpoint.step}",
            step=checkpoint.step, actor=user, child_job=job.pk, overrides=hp_overrides or {})

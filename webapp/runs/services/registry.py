@@ -200,7 +200,6 @@ def model_register_from_checkpoint(*, checkpoint, user, name: str, description: 
     table's export); register the exported folder by path.
     """
     from training.checkpoints import export_hf
-
     from webapp.runs.models import CheckpointStatus
 
     job = checkpoint.job

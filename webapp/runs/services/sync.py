@@ -22,7 +22,14 @@ from django.db.models import Q
 from django.utils import timezone
 
 from webapp.runs.models import (
-    ACTIVE_STATES, Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, MetricPoint, RunEvent,
+    ACTIVE_STATES,
+    Checkpoint,
+    CheckpointStatus,
+    Job,
+    JobAttempt,
+    JobState,
+    MetricPoint,
+    RunEvent,
 )
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
-from webapp.runs.services.inputs import dry_run, resolve_inputs
 from webapp.runs.models import FINAL_STATES, Job, JobState
 from webapp.runs.services import config as cfg
+from webapp.runs.services.inputs import dry_run, resolve_inputs
 from webapp.runs.services.launch import job_create, job_launch
 from webapp.runs.services.sync import sync_job
 
