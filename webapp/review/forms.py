@@ -50,7 +50,7 @@ class BulkForm(forms.Form):
     action = forms.ChoiceField(choices=BULK_ACTION_CHOICES)
     scope = forms.ChoiceField(choices=[("selected", "Selected pairs"),
                                        ("matching", f"All pairs matching the filter (up to {BULK_MAX_ROWS:,})")],
-                              initial="selected")
+                              initial="selected", widget=forms.RadioSelect, label="Apply to")
     rows = forms.TypedMultipleChoiceField(coerce=int, required=False)
 
     def __init__(self, *args, **kwargs):

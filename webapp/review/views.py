@@ -5,6 +5,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -85,7 +86,8 @@ def pairs(request, slug, version_id):
         except ApplicationError as exc:
             apply_error(bulk_form, exc)
         else:
-            messages.success(request, f"{bulk_form.cleaned_data['action'].capitalize()} applied to {n:,} pairs.")
+            messages.success(request, f"{bulk_form.cleaned_data['action'].capitalize()} applied to {n:,} "
+                                      f"pair{pluralize(n)}.")
             return redirect(request.get_full_path())
     page, next_after, searched_to = selectors.pairs_page(version=version, f=pair_filter, after=_after(request))
     rows = _list_rows(page)
