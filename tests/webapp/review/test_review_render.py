@@ -38,3 +38,22 @@ def test_response_text_and_edit_of_message_lists():
     assert apply_edit(msgs, "Hey") == [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hey"}]
     assert msgs[-1]["content"] == "Hello"  # the original is not mutated
     assert apply_edit("old", "new") == "new"
+
+
+def test_raw_html_blocks_are_shown_as_text_and_links_get_rel():
+    html = render_markdown('<div onclick="alert(1)">\n<iframe src="https://x.org"></iframe>\n</div>\n\n[a](https://x.org)')
+    assert "<div" not in html and "<iframe" not in html and "&lt;iframe" in html
+    assert 'rel="noopener noreferrer"' in html
+
+
+def test_sanitiser_is_nh3_not_the_deprecated_bleach():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import sys, webapp.review.render as r; r.render_markdown('*x*'); print('bleach' in sys.modules)"
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+    assert out.stdout.strip() == "False"
+    reqs = [line.split("#")[0].strip() for line in (root / "requirements" / "base.txt").read_text().splitlines()]
+    assert "bleach" not in reqs and "nh3" in reqs
