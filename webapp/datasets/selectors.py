@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.apps import apps
-from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
@@ -34,6 +34,13 @@ def dataset_list(*, project) -> QuerySet[Dataset]:
                       version_count=Count("versions", filter=Q(versions__status=VersionStatus.READY)),
                       importing=Count("versions", filter=Q(versions__status=VersionStatus.IMPORTING)))
             .order_by("name"))
+
+
+def upload_targets(*, project) -> dict[str, dict[str, Any]]:
+    """Per existing dataset name: the version number an upload under that name would create, and its kind."""
+    rows = (Dataset.objects.filter(project=project).annotate(last=Coalesce(Max("versions__number"), Value(0)))
+            .values_list("name", "kind", "last"))
+    return {name: {"next": last + 1, "kind": kind} for name, kind, last in rows}
 
 
 def dataset_get(*, project, dataset_ref: str | int) -> Dataset:

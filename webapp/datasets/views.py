@@ -45,6 +45,14 @@ def import_status_payload(record: DatasetImport) -> dict:
     return payload
 
 
+def imported_message(version) -> str:
+    """Which happened: a new dataset, or one more version of an existing one."""
+    rows = f"{version.row_count:,} row{'s' if version.row_count != 1 else ''}"
+    if version.number == 1:
+        return f"Imported {rows} into the new dataset “{version.dataset.name}”."
+    return f"Imported {rows} as version {version.number} of the existing dataset “{version.dataset.name}”."
+
+
 def upload_too_large(request) -> str | None:
     """Refuse an oversized upload from its Content-Length, before Django reads the body."""
     try:
@@ -85,11 +93,12 @@ def upload(request, slug):
             apply_error(form, exc)
         else:
             if record.status == ImportStatus.SUCCEEDED:
-                messages.success(request, f"Imported {record.version.row_count:,} rows into {record.version}.")
+                messages.success(request, imported_message(record.version))
                 return redirect(version_url(record.version))
             return redirect(import_url(record))
     context = {"project": access.project, "access": access, "form": form,
-               "max_mb": settings.DATASET_MAX_UPLOAD_MB}
+               "max_mb": settings.DATASET_MAX_UPLOAD_MB,
+               "upload_targets": selectors.upload_targets(project=access.project)}
     return render(request, "datasets/upload.html", context)
 
 
@@ -111,7 +120,7 @@ def import_detail(request, slug, pk):
                 apply_error(form, exc)
             else:
                 if record.status == ImportStatus.SUCCEEDED:
-                    messages.success(request, f"Imported {record.version.row_count:,} rows into {record.version}.")
+                    messages.success(request, imported_message(record.version))
                     return redirect(version_url(record.version))
                 return redirect(import_url(record))
     inspection = record.inspection or {}

@@ -45,11 +45,47 @@
   const errorBox = document.getElementById('upload-error');
   const maxBytes = Number(form.dataset.maxMb) * 1024 * 1024;
 
+  // Before the upload: say whether the name creates a dataset or adds version N to an existing one.
+  const nameInput = form.querySelector('input[name=name]');
+  const targetsEl = document.getElementById('upload-targets');
+  let targets = {};
+  try { targets = JSON.parse(targetsEl ? targetsEl.textContent : '{}') || {}; } catch (err) { targets = {}; }
+  const note = document.getElementById('name-note');
+  const noteText = document.getElementById('name-note-text');
+  const fresh = document.getElementById('name-fresh');
+  const KINDS = {preference: 'preference pairs', prompts: 'verifiable prompts'};
+  if (nameInput && note) nameInput.closest('.field').appendChild(note);
+
+  function freeName(base) {
+    for (let i = 2; ; i++) { const candidate = base + '-' + i; if (!targets[candidate]) return candidate; }
+  }
+
+  function showNameNote() {
+    if (!nameInput || !note) return;
+    const name = nameInput.value.trim();
+    note.hidden = !name;
+    const t = Object.prototype.hasOwnProperty.call(targets, name) ? targets[name] : null;
+    note.classList.toggle('existing', !!t);
+    if (!t) {
+      noteText.textContent = name ? 'New name: this upload creates the dataset “' + name + '”.' : '';
+      fresh.hidden = true;
+      return;
+    }
+    noteText.textContent = 'A dataset named “' + name + '” already exists (' + (KINDS[t.kind] || t.kind) +
+      '): this upload will add version ' + t.next + ' to it.';
+    fresh.dataset.name = freeName(name);
+    fresh.textContent = 'Use a new name instead: ' + fresh.dataset.name;
+    fresh.hidden = false;
+  }
+  if (nameInput) nameInput.addEventListener('input', showNameNote);
+  if (fresh) fresh.addEventListener('click', () => { nameInput.value = fresh.dataset.name; showNameNote(); nameInput.focus(); });
+  showNameNote();
+
   function showFile() {
     const f = input.files[0];
     fileLabel.textContent = f ? f.name + ' (' + (f.size / 1024 / 1024).toFixed(1) + ' MB)' : '';
-    const name = form.querySelector('input[name=name]');
-    if (f && name && !name.value) name.value = f.name.replace(/\.(jsonl|ndjson|json|csv|tsv|parquet|pq)$/i, '');
+    if (f && nameInput && !nameInput.value) nameInput.value = f.name.replace(/\.(jsonl|ndjson|json|csv|tsv|parquet|pq)$/i, '');
+    showNameNote();
   }
   input.addEventListener('change', showFile);
   ['dragenter', 'dragover'].forEach((ev) => form.addEventListener(ev, (e) => { e.preventDefault(); zone.classList.add('dragging'); }));
