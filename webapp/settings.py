@@ -5,6 +5,7 @@ DATABASE_URL and REDIS_URL switch to PostgreSQL and Redis.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import plotly
@@ -115,6 +116,9 @@ MEDIA_ROOT = VAR_DIR / "media"
 MEDIA_URL = "/media/"
 RUNS_ROOT = Path(envstr("RUNS_ROOT", str(VAR_DIR / "runs"))).resolve()
 MODELS_ROOT = Path(envstr("MODELS_ROOT", str(VAR_DIR / "models"))).resolve()
+# Folders besides MODELS_ROOT from which models may be registered by path (os.pathsep-separated);
+# the app's own data folders stay refused even when one of these contains them.
+MODEL_ROOTS = [str(Path(p).resolve()) for p in envstr("MODEL_ROOTS", "").split(os.pathsep) if p.strip()]
 
 # Uploads stream to temporary files above this size, so a 1 GB dataset never sits in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

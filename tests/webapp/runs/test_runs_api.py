@@ -81,7 +81,8 @@ def test_resume_endpoint(project, engineer, api_for, demo_inputs, no_enqueue, fa
     assert job.state == JobState.QUEUED and job.config["hp"]["lr"] == 1e-4
 
 
-def test_models_endpoint(project, engineer, viewer, api_for, tiny_model_dir):
+def test_models_endpoint(project, engineer, viewer, api_for, tiny_model_dir, settings):
+    settings.MODEL_ROOTS = [str(tiny_model_dir.parent)]
     resp = api_for(engineer).post(api_url(project, "models/"), {"name": "m", "path": str(tiny_model_dir)},
                                   format="json")
     assert resp.status_code == 201 and resp.json()["kind"] == "causal_lm"

