@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from django.core.exceptions import ImproperlyConfigured
@@ -60,6 +62,26 @@ def envsecret(name: str, default: str | None = None) -> str | None:
         with open(path, encoding="utf-8") as fh:
             return fh.read().strip()
     return os.environ.get(name, default)
+
+
+def local_secret_key(path: Path) -> str:
+    """The key kept in `path`, made (random, mode 0600) the first time; two processes starting at once
+    agree on one (O_EXCL: the loser reads the winner's)."""
+    import secrets
+
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        for _ in range(50):  # the winner may not have written it yet
+            key = path.read_text(encoding="utf-8").strip()
+            if key:
+                return key
+            time.sleep(0.02)
+        raise ImproperlyConfigured(f"{path} is empty: delete it, or set SECRET_KEY") from None
+    key = secrets.token_urlsafe(50)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(key + "\n")
+    return key
 
 
 def parse_database_url(url: str) -> dict:

@@ -10,20 +10,17 @@ from pathlib import Path
 
 import plotly
 
-from webapp.env import envbool, envfloat, envint, envlist, envsecret, envstr, parse_database_url
+from webapp.env import envbool, envfloat, envint, envlist, envsecret, envstr, local_secret_key, parse_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("WORKBENCH_VAR_DIR", str(BASE_DIR / "var"))).resolve()
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-DEBUG = envbool("DEBUG", True)
-SECRET_KEY = envsecret("SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        from django.core.exceptions import ImproperlyConfigured
-
-        raise ImproperlyConfigured("SECRET_KEY (or SECRET_KEY_FILE) must be set when DEBUG is false")
-    SECRET_KEY = "dev-only-insecure-key-do-not-use-in-production-0123456789abcdef"
+# Off unless asked for: a debug page shows settings and code. Error pages mask credentials either way.
+DEBUG = envbool("DEBUG", False)
+DEFAULT_EXCEPTION_REPORTER_FILTER = "webapp.core.reporting.SafeReporterFilter"
+# SECRET_KEY / SECRET_KEY_FILE, else a random key made on first start and kept in var/ (mode 0600).
+SECRET_KEY = envsecret("SECRET_KEY") or local_secret_key(VAR_DIR / "secret_key")
 
 ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
@@ -57,6 +54,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.core.middleware.LoginRequiredMiddleware",
+    "webapp.core.middleware.OutOfRangeMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -143,6 +141,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Datasets, review, rewards, training jobs, metrics and checkpoints.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],  # the API's map is for members only
     # Swagger UI assets come from the sidecar package: no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -186,13 +185,15 @@ REWARD_TIME_LIMIT_S = envfloat("REWARD_TIME_LIMIT_S", 5.0)
 REWARD_BATCH_TIME_LIMIT_S = envfloat("REWARD_BATCH_TIME_LIMIT_S", 120.0)
 REWARD_MEMORY_MB = envint("REWARD_MEMORY_MB", 1024)
 
-# Production hardening (passes `manage.py check --deploy` with DEBUG=false).
-SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", not DEBUG)
-SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", not DEBUG)
-CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", not DEBUG)
-SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 0 if DEBUG else 31536000)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = not DEBUG
-SECURE_HSTS_PRELOAD = not DEBUG
+# Production hardening (passes `manage.py check --deploy` with HTTPS=true). HTTPS says the site is
+# served over TLS (directly or behind a proxy that sets X-Forwarded-Proto): secure cookies, HSTS.
+HTTPS = envbool("HTTPS", False)
+SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", HTTPS)
+SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", HTTPS)
+CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", HTTPS)
+SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = HTTPS
+SECURE_HSTS_PRELOAD = HTTPS
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 X_FRAME_OPTIONS = "DENY"
 

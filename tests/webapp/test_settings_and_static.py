@@ -36,7 +36,7 @@ def test_database_url_parsing():
 def test_production_settings_pass_check_deploy(tmp_path):
     # (the browser tests set DJANGO_ALLOW_ASYNC_UNSAFE for Playwright; a deployment never does)
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "DJANGO_ALLOW_ASYNC_UNSAFE"}}
-    env.update(DEBUG="false", SECRET_KEY="x" * 60 + "-Prod-Key-9f8e7d6c5b4a", ALLOWED_HOSTS="workbench.example",
+    env.update(HTTPS="true", SECRET_KEY="x" * 60 + "-Prod-Key-9f8e7d6c5b4a", ALLOWED_HOSTS="workbench.example",
                WORKBENCH_VAR_DIR=str(tmp_path), DATABASE_URL=f"sqlite:///{tmp_path}/db.sqlite3")
     proc = subprocess.run([sys.executable, "manage.py", "check", "--deploy"],
                           cwd=ROOT, env=env, capture_output=True, text=True)
@@ -45,11 +45,23 @@ def test_production_settings_pass_check_deploy(tmp_path):
     assert "security." not in proc.stdout + proc.stderr
 
 
-def test_production_refuses_to_start_without_secret(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "SECRET_KEY"}
-    env.update(DEBUG="false", WORKBENCH_VAR_DIR=str(tmp_path))
-    proc = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert proc.returncode != 0 and "SECRET_KEY" in proc.stderr
+def _settings_value(env: dict, expr: str) -> str:
+    code = f"import django; django.setup(); from django.conf import settings; print({expr})"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_debug_is_off_unless_asked_for_and_a_secret_key_is_made_once(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "SECRET_KEY_FILE", "DEBUG"}}
+    env.update(WORKBENCH_VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="webapp.settings")
+    assert _settings_value(env, "settings.DEBUG") == "False"
+    key_file = tmp_path / "secret_key"
+    key = key_file.read_text().strip()
+    assert len(key) >= 50 and (key_file.stat().st_mode & 0o777) == 0o600
+    assert _settings_value(env, "settings.SECRET_KEY") == key  # the same key on the next start
+    assert _settings_value(dict(env, SECRET_KEY="from-env-" + "k" * 50), "settings.SECRET_KEY").startswith("from-env")
+    assert _settings_value(dict(env, DEBUG="true"), "settings.DEBUG") == "True"
 
 
 def test_templates_load_no_remote_assets():

@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 from webapp.core.access import project_access
 from webapp.core.api import application_error_response
 from webapp.core.models import Role
+from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
 from webapp.monitoring import charts, selectors, services
 from webapp.monitoring.models import HumanEvalItem
@@ -205,7 +206,7 @@ class CompareApi(APIView):
         access = project_access(request.user, slug)
         name = (request.query_params.get("name") or "").strip()
         try:
-            ids = [int(v) for v in _csv(request.query_params.get("jobs"))]
+            ids = parse_ids(_csv(request.query_params.get("jobs")))
         except ValueError:
             return Response({"detail": "jobs must be a comma-separated list of run ids."}, status=400)
         if not name or not ids:

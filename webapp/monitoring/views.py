@@ -11,6 +11,7 @@ from django.views.decorators.http import require_POST
 
 from webapp.core.access import project_access
 from webapp.core.models import Role
+from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
 from webapp.monitoring import selectors, services
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
@@ -168,7 +169,7 @@ def compare(request, slug):
     access = project_access(request.user, slug)
     jobs = list(Job.objects.filter(project=access.project).order_by("-created_at")[:200])
     try:
-        selected = [int(v) for v in request.GET.getlist("jobs")]
+        selected = parse_ids(request.GET.getlist("jobs"))
     except ValueError:
         selected = []
     selected = [j.pk for j in jobs if j.pk in selected]

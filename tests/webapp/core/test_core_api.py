@@ -40,3 +40,12 @@ def test_openapi_schema_is_served(api_for, viewer):
     resp = api_for(viewer).get("/api/schema/")
     assert resp.status_code == 200
     assert b"/api/projects/" in resp.content
+
+
+def test_schema_and_docs_need_login(client, as_user, viewer):
+    assert client.get("/api/schema/").status_code in (401, 403)
+    docs = client.get("/api/docs/")
+    assert docs.status_code == 302 and docs["Location"].startswith("/login/")
+    member = as_user(viewer)
+    assert member.get("/api/schema/").status_code == 200
+    assert member.get("/api/docs/").status_code == 200
