@@ -250,6 +250,8 @@
   }
 
   // -- loading and live polling ------------------------------------------------------------------
+  // The job page's progress card shows the step of the same poll as the charts (one number on the page).
+  function announceStep(step) { document.dispatchEvent(new CustomEvent('wb:run-step', {detail: {step}})); }
   function status(text, isError) {
     const el = $('#mon-status');
     if (el) { el.textContent = text; el.classList.toggle('field-error', !!isError); }
@@ -281,15 +283,19 @@
           try { marks = (await wb.get(cfg.api + 'events/')).marks; } catch (e) { /* keep the old marks */ }
         }
       }
+      let changed = false;
       if (reload) { await loadAll(); }
       else {
-        const changed = append(r.series);
+        changed = append(r.series);
         lastStep = Math.max(lastStep, r.last_step || 0);
         if (changed || r.events.length) renderAll();
       }
       if (r.checkpoints_key && r.checkpoints_key !== checkpointsKey) refreshCheckpoints(r.checkpoints_key);
-      if (isActive && !r.is_active) { isActive = false; status(`Finished (${r.state}) · last step ${lastStep}`); }
-      else if (isActive) status(`Live · step ${lastStep} · updated ${new Date().toLocaleTimeString()}`);
+      const step = r.job_last_step === undefined || r.job_last_step === null ? lastStep : r.job_last_step;
+      announceStep(step);
+      if (isActive && !r.is_active) { isActive = false; status(`Finished (${r.state}) · last step ${step}`); }
+      else if (isActive) status(`Live · step ${step} · updated ${new Date().toLocaleTimeString()}`);
+      if (changed || reload) refreshNames();
     } catch (e) { status('Live update failed (' + e.message + '); retrying.', true); }
     polling = false;
   }
@@ -331,8 +337,11 @@
   liveBox.addEventListener('change', () => { settings.live = liveBox.checked; saveSettings(); if (settings.live) poll(); });
 
   const picker = $('#mon-add');
+  let knownNames = cfg.names || [], namesAt = 0;
   function fillPicker(names) {
+    knownNames = names;
     const shown = new Set(charts().flatMap((c) => c.series.map((s) => s.name)));
+    const keep = picker.value;
     picker.textContent = '';
     const first = document.createElement('option');
     first.value = ''; first.textContent = names.length ? 'Add a chart…' : 'No metrics logged yet';
@@ -340,11 +349,17 @@
     names.filter((n) => !shown.has(n)).forEach((n) => {
       const o = document.createElement('option'); o.value = n; o.textContent = n; picker.appendChild(o);
     });
+    picker.value = keep;
   }
-  fillPicker(cfg.names || []);
-  picker.addEventListener('focus', async () => {
+  // New metrics appear while a run goes on: re-read the names as points arrive (at most every 5 s),
+  // but not under the user's hand (an open list would close).
+  async function refreshNames(force) {
+    if (!force && (Date.now() - namesAt < 5000 || document.activeElement === picker)) return;
+    namesAt = Date.now();
     try { const r = await wb.get(cfg.api + 'metric-names/'); fillPicker(r.names); } catch (e) { /* keep the list */ }
-  });
+  }
+  fillPicker(knownNames);
+  picker.addEventListener('focus', () => refreshNames(true));
   picker.addEventListener('change', async () => {
     const name = picker.value;
     if (!name) return;
@@ -354,7 +369,7 @@
     const r = await wb.get(cfg.api + 'metrics/?' + query([chartForMetric(name)]));
     store(r.series);
     renderAll();
-    fillPicker(cfg.names || []);
+    fillPicker(knownNames);
     document.getElementById('chart-' + chartForMetric(name).id).scrollIntoView({block: 'nearest'});
   });
 

@@ -9,6 +9,19 @@
   const bar = document.getElementById('job-progress');
   const initialState = stateEl.textContent.trim();
   let active = box.dataset.active === '1';
+  let monitorAt = 0;  // when the monitor's live poll last gave the step (its charts' poll wins)
+
+  function showStep(step, total) {
+    stepEl.textContent = step;
+    if (!total || !bar) return;
+    const pct = Math.min(100, 100 * step / total);
+    bar.style.width = pct + '%';
+    bar.parentElement.setAttribute('aria-valuenow', String(Math.round(pct)));
+  }
+  document.addEventListener('wb:run-step', (e) => {
+    monitorAt = Date.now();
+    showStep(e.detail.step, Number(box.dataset.totalSteps) || 0);
+  });
 
   async function tick() {
     let data;
@@ -18,8 +31,7 @@
     if (atBottom) log.scrollTop = log.scrollHeight;
     stateEl.textContent = data.state;
     stateEl.className = 'state state-' + data.state;
-    stepEl.textContent = data.last_step;
-    if (data.total_steps && bar) bar.style.width = Math.min(100, 100 * data.last_step / data.total_steps) + '%';
+    if (Date.now() - monitorAt > 6000) showStep(data.last_step, data.total_steps);
     if (data.state !== initialState && !data.active) {
       // The job ended: reload once so the buttons (resume, clone) and the events match its new state.
       setTimeout(() => location.reload(), 800);

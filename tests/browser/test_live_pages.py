@@ -1,0 +1,59 @@
+"""Live job page: the metric picker lists metrics as the run logs them, and the progress card's step is the one the
+charts show."""
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.browser_helpers import PASSWORD, seed_project
+from tests.browser_support import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PICKER_JS = "() => [...document.querySelectorAll('#mon-add option')].map((o) => o.textContent)"
+REWARD_LAST_X_JS = """() => {
+  const div = document.getElementById('chart-reward');
+  const t = div && div.data && div.data.find((d) => d.name === 'mean (raw)' || d.name === 'mean');
+  return t && t.x && t.x.length ? t.x[t.x.length - 1] : null;
+}"""
+
+
+def _log(job, first: int, last: int, names=("critic/score/mean",)) -> None:
+    from webapp.runs.models import Job, MetricPoint
+
+    MetricPoint.objects.bulk_create(MetricPoint(job=job, step=s, name=n, value=0.1 * s, wall_time=1.7e9 + s)
+                                    for s in range(first, last + 1) for n in names)
+    Job.objects.filter(pk=job.pk).update(last_step=last)  # what the run sync records with the points
+
+
+def test_metric_picker_and_progress_step_follow_the_run(page, live_server, project, engineer, tmp_path, shot):
+    from webapp.runs.models import Job, JobState
+
+    engineer.set_password(PASSWORD)
+    engineer.save()
+    seeded = seed_project(project, engineer, tmp_path)
+    job = Job.objects.create(project=project, name="live run", kind="grpo", state=JobState.RUNNING, preset="demo-cpu",
+                             config={**seeded.job.config, "total_steps": 40}, base_model=seeded.model,
+                             dataset_version=seeded.prompts, created_by=engineer)
+    login(page, live_server, engineer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/acme/jobs/{job.pk}/")
+    page.wait_for_function("document.querySelectorAll('#mon-add option').length > 0")
+    assert page.evaluate(PICKER_JS) == ["No metrics logged yet"]
+
+    # The run logs its first steps, then a new metric appears: both reach the page without a reload.
+    page.evaluate("window.__samePage = true")
+    _log(job, 1, 6)
+    _log(job, 1, 6, names=("custom/answer_len",))
+    page.wait_for_function(f"({PICKER_JS})().includes('custom/answer_len')", timeout=20_000)
+    assert page.evaluate(PICKER_JS)[0] == "Add a chart…"
+    _log(job, 7, 12)
+    page.wait_for_function(f"({REWARD_LAST_X_JS})() === 12", timeout=20_000)
+    page.wait_for_function("document.getElementById('job-step').textContent === '12'", timeout=10_000)
+    assert "step 12" in page.locator("#mon-status").inner_text()
+    assert page.get_by_role("progressbar", name="Progress").get_attribute("aria-valuenow") == "30"  # 12 of 40
+    assert page.evaluate("window.__samePage") is True
+    shot(page, "live")
+
+    # Picking the new metric draws it; the picker keeps offering the rest.
+    page.select_option("#mon-add", "custom/answer_len")
+    page.wait_for_selector("#chart-m_custom_answer_len .main-svg")
+    assert "custom/answer_len" not in page.evaluate(PICKER_JS)
