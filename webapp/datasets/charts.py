@@ -24,6 +24,14 @@ def summary(values: Sequence[float]) -> dict[str, float]:
             "p95": float(np.percentile(arr, 95)), "max": float(arr.max())}
 
 
+def count_axis(max_count: int, title: str = "rows") -> dict[str, Any]:
+    """A y axis for counts: whole-number ticks from 0 (one tick per count while the bars are short)."""
+    axis: dict[str, Any] = {"title": {"text": title}, "rangemode": "tozero", "tickformat": ",d"}
+    if max_count <= 10:
+        axis.update(dtick=1, range=[0, max_count + 0.5])
+    return axis
+
+
 def _edges(all_values: np.ndarray, bins: int) -> np.ndarray:
     lo, hi = float(all_values.min()), float(all_values.max())
     if hi == lo:
@@ -44,11 +52,14 @@ def histogram(series: Mapping[str, Sequence[float]], *, title: str, xaxis: str, 
     edges = _edges(np.concatenate(list(arrays.values())), bins)
     centers = ((edges[:-1] + edges[1:]) / 2).round(2).tolist()
     width = float(edges[1] - edges[0])
+    most = 0
     for name, arr in arrays.items():
         counts, _ = np.histogram(arr, bins=edges)
+        most = max(most, int(counts.max()))
         fig["data"].append({"type": "bar", "name": name, "x": centers, "y": counts.tolist(), "width": width,
                             "opacity": 0.6 if len(arrays) > 1 else 0.9,
                             "marker": {"color": COLORS.get(name, "#374151")}})
+    fig["layout"]["yaxis"] = count_axis(most)
     return fig
 
 
@@ -79,4 +90,4 @@ def bar(counts: Mapping[str, int], *, title: str, xaxis: str = "", limit: int = 
     return {"data": [{"type": "bar", "x": [k or "(none)" for k, _ in items], "y": [v for _, v in items],
                       "marker": {"color": "#2457d6"}}],
             "layout": {**_LAYOUT, "title": {"text": title}, "xaxis": {"title": {"text": xaxis}},
-                       "yaxis": {"title": {"text": "rows"}}}}
+                       "yaxis": count_axis(max((v for _, v in items), default=0))}}

@@ -34,3 +34,11 @@ def test_summary():
     assert charts.summary([]) == {"count": 0, "mean": 0.0, "median": 0.0, "p95": 0.0, "max": 0.0}
     s = charts.summary([1, 2, 3, 4])
     assert (s["count"], s["mean"], s["median"], s["max"]) == (4, 2.5, 2.5, 4.0)
+
+
+def test_count_axes_tick_whole_numbers():
+    few = charts.histogram({"prompt": [1, 1, 2, 3]}, title="t", xaxis="x")["layout"]["yaxis"]
+    assert few["tickformat"] == ",d" and few["dtick"] == 1 and few["range"] == [0, 2.5]
+    many = charts.histogram({"prompt": [1] * 50 + [2]}, title="t", xaxis="x")["layout"]["yaxis"]
+    assert many["tickformat"] == ",d" and "dtick" not in many
+    assert charts.bar({"a": 3, "b": 1}, title="t")["layout"]["yaxis"]["dtick"] == 1

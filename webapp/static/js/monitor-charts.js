@@ -84,7 +84,24 @@
     };
   }
 
+  // A y axis that reads well where Plotly's autorange does not: a fraction on 0–1 (not −100 %…100 % around a
+  // constant 0), and a constant series (a fixed learning rate) centred on its value with a few readable ticks.
+  // null: autorange is fine.
+  function yAxisFor(values, unit) {
+    let lo = Infinity, hi = -Infinity;
+    values.forEach((v) => { if (v !== null && isFinite(v)) { lo = Math.min(lo, v); hi = Math.max(hi, v); } });
+    if (lo === Infinity) return null;
+    if (unit === 'rate' && lo >= 0 && hi <= 1) return {range: [-0.02, 1.02], autorange: false, dtick: 0.2};
+    const scale = Math.max(Math.abs(lo), Math.abs(hi));
+    if (hi - lo <= scale * 1e-9) {
+      const pad = scale ? scale * 0.5 : 1;
+      return {range: [lo - pad, hi + pad], autorange: false, tickformat: '.3~g', nticks: 5};
+    }
+    return null;
+  }
+
   const PLOT_CONFIG = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ['select2d', 'lasso2d']};
 
-  window.wbCharts = {COLORS, EVENT_STYLE, ema, rgba, xOf, xTitle, eventX, eventDecorations, baseLayout, PLOT_CONFIG};
+  window.wbCharts = {COLORS, EVENT_STYLE, ema, rgba, xOf, xTitle, eventX, eventDecorations, baseLayout, yAxisFor,
+                    PLOT_CONFIG};
 })();

@@ -28,6 +28,7 @@
                           line: {color, width: 2}, hovertemplate: `%{y:.4g}<extra>${run.label}</extra>`});
     });
     const layout = C.baseLayout(cfg.name, {xmode: settings.xmode, log: settings.log, height: 460});
+    if (!settings.log) Object.assign(layout.yaxis, C.yAxisFor([].concat(...runs.map((r) => r.value)), '') || {});
     Plotly.react(div, traces, layout, C.PLOT_CONFIG);
   }
 

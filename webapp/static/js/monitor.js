@@ -169,6 +169,14 @@
           'This run logged no values for this chart.', font: {color: '#5b6470'}}];
       return {layout, eventTraces: []};
     }
+    if (!settings.log && !zoom[chart.id]) {
+      const values = [];
+      chart.series.forEach((s) => [s.name].concat(s.band || []).forEach((n) => {
+        values.push(...seriesFor(chart, n).value);
+        if (inherited[n]) values.push(...inherited[n].value);
+      }));
+      Object.assign(layout.yaxis, C.yAxisFor(values, chart.unit) || {});
+    }
     return {layout, eventTraces: deco.traces};
   }
 

@@ -74,9 +74,18 @@
         type: 'histogram', name: t.name, x: t.scores, opacity: data.traces.length > 1 ? 0.65 : 1,
         xbins: {start: lo - size / 2, end: hi + size / 2, size: size},
       }));
+      // Counts are whole numbers: integer ticks (one per sample while the bars are short).
+      let most = 0;
+      data.traces.forEach((t) => {
+        const bins = new Map();
+        t.scores.forEach((v) => { const b = Math.floor((v - lo + size / 2) / size); bins.set(b, (bins.get(b) || 0) + 1); });
+        bins.forEach((n) => { most = Math.max(most, n); });
+      });
+      const yaxis = {title: {text: 'samples'}, rangemode: 'tozero', tickformat: ',d'};
+      if (most <= 10) Object.assign(yaxis, {dtick: 1, range: [0, most + 0.5]});
       window.Plotly.newPlot(div, traces, {
         barmode: 'overlay', height: 260, margin: {t: 30, r: 10, b: 40, l: 50}, title: {text: 'Score distribution', font: {size: 14}},
-        xaxis: {title: {text: 'score'}, range: [lo - size, hi + size]}, yaxis: {title: {text: 'samples'}}, showlegend: traces.length > 1,
+        xaxis: {title: {text: 'score'}, range: [lo - size, hi + size]}, yaxis, showlegend: traces.length > 1,
       }, {responsive: true, displaylogo: false});
     });
   }

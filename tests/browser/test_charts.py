@@ -1,0 +1,77 @@
+"""Charts that read well: a constant series at its value, fractions on a 0–100 % axis, whole-number count axes."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser.browser_helpers import PASSWORD, seed_project
+from tests.browser_support import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+TICKS_JS = "(id) => [...document.querySelectorAll('#' + id + ' .ytick text')].map((t) => t.textContent)"
+RANGE_JS = "(id) => document.getElementById(id)._fullLayout.yaxis.range"
+
+
+def _ticks(page, chart_id: str) -> list[str]:
+    return page.evaluate(TICKS_JS, chart_id)
+
+
+def _whole_numbers(ticks: list[str]) -> bool:
+    return bool(ticks) and all(re.fullmatch(r"\d[\d,]*", t) for t in ticks) and len(set(ticks)) == len(ticks)
+
+
+@pytest.fixture
+def seeded(project, engineer, tmp_path):
+    engineer.set_password(PASSWORD)
+    engineer.save()
+    return seed_project(project, engineer, tmp_path)
+
+
+def test_constant_and_fraction_series(page, live_server, engineer, seeded, shot):
+    from webapp.runs.models import MetricPoint
+
+    job = seeded.job
+    MetricPoint.objects.bulk_create(
+        MetricPoint(job=job, step=s, name=name, value=value, wall_time=1.7e9 + s)
+        for s in range(1, 21) for name, value in (("actor/lr", 1e-3), ("actor/pg_clipfrac", 0.0)))
+    login(page, live_server, engineer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/acme/monitor/jobs/{job.pk}/")
+    page.wait_for_function("document.getElementById('chart-clipfrac') && "
+                           "document.querySelector('#chart-lr .ytick text')")
+    page.wait_for_function("document.querySelector('#chart-clipfrac .ytick text')")
+    shot(page, "charts")
+
+    lo, hi = page.evaluate(RANGE_JS, "chart-lr")
+    assert 0 < lo < 1e-3 < hi < 1e-2, (lo, hi)  # around the value, not 0 ± 1
+    assert "0.001" in _ticks(page, "chart-lr")
+    assert set(page.evaluate("document.getElementById('chart-lr').data[0].y")) == {1e-3}
+
+    lo, hi = page.evaluate(RANGE_JS, "chart-clipfrac")
+    assert -0.05 < lo <= 0 and 1 <= hi < 1.05, (lo, hi)
+    ticks = _ticks(page, "chart-clipfrac")
+    assert ticks[0] == "0%" and ticks[-1] == "100%" and not any(t.startswith(("−", "-")) for t in ticks), ticks
+
+
+def test_histogram_counts_are_whole_numbers(page, live_server, project, engineer, seeded, shot):
+    from webapp.rewards.models import RewardTestRun
+
+    login(page, live_server, engineer.username, PASSWORD)
+    prefs = seeded.prefs
+    page.goto(f"{live_server.url}/p/acme/datasets/{prefs.dataset_id}/v{prefs.number}/stats/")
+    page.wait_for_selector("#chart-prompt_chars .ytick text")
+    shot(page, "dataset-stats")
+    for chart in ("chart-prompt_chars", "chart-response_chars", "chart-sources"):
+        assert _whole_numbers(_ticks(page, chart)), (chart, _ticks(page, chart))
+
+    scores = [1.0, 1.0, 0.0, 1.0, 0.5]
+    run = RewardTestRun.objects.create(
+        function=seeded.reward, source=seeded.reward.versions.first().source, sha256="0" * 64,
+        mode="responses", sample_count=len(scores), summary={"all": {"n": 5, "scored": 5, "errors": 0}},
+        results=[{"i": i, "score": v, "solution": str(v), "ground_truth": "1"} for i, v in enumerate(scores)])
+    page.goto(f"{live_server.url}/p/acme/rewards/test-runs/{run.pk}/")
+    page.wait_for_selector("[data-histogram] .ytick text")
+    ticks = page.evaluate("[...document.querySelectorAll('[data-histogram] .ytick text')].map((t) => t.textContent)")
+    assert _whole_numbers(ticks) and ticks[-1] == "3", ticks
+    shot(page, "test-run")
