@@ -22,6 +22,13 @@ def _isolated_files(settings, tmp_path):
         path.mkdir(parents=True, exist_ok=True)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counts(settings, request):
+    """Sign-in failures and API rates start from zero in each test (a private in-memory cache)."""
+    settings.CACHES = {**settings.CACHES, "throttle": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+                                                       "LOCATION": f"throttle-{request.node.nodeid}"}}
+
+
 @pytest.fixture
 def project(db, django_user_model):
     return Project.objects.create(slug="acme", name="Acme RLHF")

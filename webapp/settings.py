@@ -86,6 +86,11 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+AUTHENTICATION_BACKENDS = ["webapp.core.throttling.ThrottledModelBackend"]
+# Sign-in lockout (webapp.core.throttling): per username and address, and per address.
+LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", 5)
+LOGIN_MAX_FAILURES_PER_IP = envint("LOGIN_MAX_FAILURES_PER_IP", 50)
+LOGIN_LOCKOUT_S = envint("LOGIN_LOCKOUT_S", 15 * 60)
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -135,6 +140,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
+    "DEFAULT_THROTTLE_CLASSES": ["webapp.core.throttling.AnonThrottle", "webapp.core.throttling.UserThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"anon": envstr("API_THROTTLE_ANON", "60/minute"),
+                               "user": envstr("API_THROTTLE_USER", "3000/minute")},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "RLHF Workbench API",
@@ -166,6 +174,13 @@ else:
     # Tasks here are short (training runs are supervised processes, not tasks), so a visibility
     # timeout of an hour is far above any task's length.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# "throttle" holds sign-in failures and API rates: shared by every process (Redis, else files in var/).
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+                 if REDIS_URL else {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+                                    "LOCATION": str(VAR_DIR / "cache" / "throttle")}),
+}
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]

@@ -1,6 +1,17 @@
 from django import forms
+from django.contrib.auth.forms import AuthenticationForm
 
 from webapp.core.models import Role
+from webapp.core.throttling import lockout_message, login_locked
+
+
+class LoginForm(AuthenticationForm):
+    """Django's login form; while a lockout runs it says so instead of checking the password."""
+
+    def clean(self):
+        if self.request is not None and login_locked(self.request, self.cleaned_data.get("username")):
+            raise forms.ValidationError(lockout_message(), code="locked")
+        return super().clean()
 
 
 class ProjectForm(forms.Form):
