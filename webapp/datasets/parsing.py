@@ -199,6 +199,14 @@ def _utf8_reason(raw: bytes) -> str | None:
     return None
 
 
+def _json_reason(raw: bytes, exc: orjson.JSONDecodeError) -> str:
+    """Where in the line the JSON breaks; the record's line number is reported once, next to the reason
+    (the decoder's own "line 2 column 1" counts lines inside this one record and only confuses)."""
+    end = len(raw.rstrip(b"\r\n").decode("utf-8", "replace"))
+    where = "at the end of the line" if exc.pos >= end else f"at character {exc.pos + 1}"
+    return f"malformed JSON: {_short(exc.msg, 120)} {where}"
+
+
 class _JsonLinesReader:
     def __init__(self, path: Path, size: int):
         self.path, self.size, self.pos = path, size, 0
@@ -219,7 +227,7 @@ class _JsonLinesReader:
                 try:
                     obj = orjson.loads(raw)
                 except orjson.JSONDecodeError as exc:
-                    reason = _utf8_reason(raw) or f"malformed JSON ({_short(str(exc))})"
+                    reason = _utf8_reason(raw) or _json_reason(raw, exc)
                     yield Record(number, lineno, None, reason)
                     continue
                 if not isinstance(obj, dict):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.apps import apps
-from django.db.models import Count, F, Max, OuterRef, Q, QuerySet, Subquery, Value
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
@@ -64,7 +64,12 @@ def version_get(*, project, dataset_id: int | str, number: int | None = None) ->
 
 
 def imports_recent(*, project, limit: int = 10) -> QuerySet[DatasetImport]:
+    """Imports that need attention: not done, and (for a failed one, or one waiting for a mapping) not since
+    re-imported successfully under the same name."""
+    redone = DatasetImport.objects.filter(project=project, name=OuterRef("name"), status=ImportStatus.SUCCEEDED,
+                                          created_at__gt=OuterRef("created_at"))
     return (DatasetImport.objects.filter(project=project).exclude(status=ImportStatus.SUCCEEDED)
+            .exclude(Exists(redone), status__in=[ImportStatus.FAILED, ImportStatus.NEEDS_MAPPING])
             .select_related("created_by").order_by("-created_at")[:limit])
 
 
