@@ -1,6 +1,8 @@
 """Jobs API: create (same fields as the CLI), dry run, list/detail, cancel, resume, models; access per role."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from webapp.runs.models import Job, JobState
@@ -71,6 +73,7 @@ def test_resume_endpoint(project, engineer, api_for, demo_inputs, no_enqueue, fa
     assert resp.status_code == 400  # still running
     Job.objects.filter(pk=job.pk).update(state=JobState.FAILED)
     JobAttempt.objects.filter(job=job).update(state=JobState.FAILED)
+    (Path(job.run_dir) / "checkpoints" / "global_step_5").mkdir(parents=True)
     Checkpoint.objects.create(job=job, step=5, path=f"{job.run_dir}/checkpoints/global_step_5")
     resp = api.post(api_url(project, f"{job.pk}/resume/"), {"checkpoint_step": 7}, format="json")
     assert resp.status_code == 400 and "No checkpoint at step 7" in resp.json()["detail"]

@@ -10,12 +10,22 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from webapp.core.audit import audit
 from webapp.core.models import AuditLog, Project
 from webapp.core.services import ApplicationError
 from webapp.monitoring import runs_bridge
-from webapp.runs.models import ACTIVE_STATES, FINAL_STATES, Checkpoint, CheckpointStatus, Job, JobAttempt, RunEvent
+from webapp.runs.models import (
+    ACTIVE_STATES,
+    FINAL_STATES,
+    Checkpoint,
+    CheckpointStatus,
+    Job,
+    JobAttempt,
+    JobState,
+    RunEvent,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -117,11 +127,20 @@ def job_rollback(*, job: Job, step: Any, user, reason: str = "", hp_overrides: A
     """
     from webapp.monitoring.selectors import job_hp
 
-    ckpt = checkpoint_get(job=job, step=step)
     hp = parse_hp_overrides(hp_overrides)
     reason = (reason or "").strip()
     if len(reason) > 400:
         raise ApplicationError("Keep the reason under 400 characters.", field="reason")
+    # Rollbacks of one run take turns: this write holds the parent's row lock (PostgreSQL) or the
+    # database's write lock (SQLite) until commit, so the second of two identical requests finds
+    # the first one's child. It comes before any read so that SQLite never upgrades a read snapshot.
+    Job.objects.filter(pk=job.pk).update(updated_at=timezone.now())
+    ckpt = checkpoint_get(job=job, step=step)
+    same = _same_rollback(job, ckpt, hp)
+    if same is not None:
+        if stop_parent and job.state in ACTIVE_STATES:
+            runs_bridge.job_cancel(job=job, user=user)
+        return same
     from_step = job.last_step
     child = runs_bridge.job_create_child(parent=job, checkpoint=ckpt, user=user, hp_overrides=hp or None,
                                          reason="rollback")
@@ -163,6 +182,24 @@ def job_rollback(*, job: Job, step: Any, user, reason: str = "", hp_overrides: A
         entry.save(update_fields=["summary", "before", "after"])
     transaction.on_commit(lambda: write_protected(job))
     return child
+
+
+def _same_rollback(job: Job, ckpt: Checkpoint, hp: dict[str, float]) -> Job | None:
+    """A child of `job` from `ckpt` with the same editable settings, unless it failed or was cancelled.
+
+    Repeating a rollback (a double click, two tabs) returns that child; after a failed branch a new
+    one starts.
+    """
+    from webapp.monitoring.selectors import job_hp
+
+    parent_hp = job_hp(job)
+    wanted = {k: hp.get(k, parent_hp.get(k)) for k in HP_EDITABLE}
+    children = Job.objects.filter(parent=job, resume_checkpoint=ckpt, attempts__reason="rollback") \
+        .exclude(state__in=[JobState.FAILED, JobState.CANCELLED]).distinct().order_by("pk")
+    for child in children:
+        if all(job_hp(child).get(k) == v for k, v in wanted.items()):
+            return child
+    return None
 
 
 def protected_steps(job: Job) -> set[int]:

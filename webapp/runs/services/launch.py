@@ -337,6 +337,9 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
                                field="checkpoint")
     if target.status != CheckpointStatus.AVAILABLE:
         raise ApplicationError(f"The checkpoint at step {target.step} is {target.status}.", field="checkpoint")
+    if not Path(target.path).is_dir():  # checked before anything changes: the job keeps its state and step
+        raise ApplicationError(f"The checkpoint folder for step {target.step} is missing on disk; resume from "
+                               "another checkpoint.", field="checkpoint")
     if hp_overrides:
         plan = plan_job(project=job.project, kind=job.kind, backend=job.backend, preset=job.preset,
                         hp_overrides=hp_overrides, dataset_version=job.dataset_version, reward_spec=job.reward_spec,
