@@ -1,9 +1,11 @@
 """How the sandbox process is started: bubblewrap when it works here, rlimits otherwise.
 
-bubblewrap mode: no network (own network/IPC/UTS/PID namespaces), read-only root, a private size-capped
-tmpfs /tmp as the only writable place, $HOME, /run, the app's project dir and the caller's hidden paths
-masked by empty read-only tmpfs, the interpreter's prefix and the venv re-bound read-only, a cleaned
-environment, uid 65534 without capabilities, --die-with-parent, --new-session.
+bubblewrap mode: no network (own network/IPC/UTS/PID namespaces); an empty root into which only the
+system folders (SYSTEM_DIRS), the interpreter's prefix and the venv are bound read-only, so the app's
+data folders (runs, models, uploads, var/) are absent wherever they live; a private size-capped tmpfs
+/tmp as the only writable place; the caller's hidden paths that lie inside a bound folder masked by
+empty read-only tmpfs; a cleaned environment, uid 65534 without capabilities, --die-with-parent,
+--new-session.
 
 Why two variants of bwrap: run by root, `bwrap --unshare-user --uid 65534` maps 65534 to the real
 uid 0, and the kernel never enforces RLIMIT_NPROC for uid 0, so a fork bomb is not contained (checked
@@ -48,6 +50,8 @@ CLEAN_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
 }
 MODES = ("bubblewrap", "rlimits")
+# What a bubblewrap sandbox sees of the host besides the interpreter and the venv (all read-only).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 
 
 @dataclass
@@ -164,34 +168,42 @@ def outermost_hidden(hidden: list[str], visible: list[str]) -> list[str]:
 
 
 def _bwrap_argv(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list[str]:
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-            "--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/tmp"]
-    visible = visible_paths(hidden)
+    # An allow-list: an empty root with the system folders, the interpreter and the venv bound in read-only.
+    # Whatever else the host has (the app's data folders wherever they live: runs, models, uploads, var/)
+    # does not exist in the sandbox.
+    argv = ["bwrap"]
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):  # merged /usr: /bin -> usr/bin
+            argv.extend(["--symlink", os.readlink(d), d])
+        elif os.path.isdir(d):
+            argv.extend(["--ro-bind", d, d])
+    argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", str(limits.tmp_mb << 20),
+             "--tmpfs", "/tmp"]
+    bound = [os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
+    # (a script's folder under /tmp on sys.path stays behind the private /tmp)
+    visible = [v for v in visible_paths(hidden)
+               if not any(_inside(v, b) for b in [*bound, "/tmp", "/dev", "/proc"])]
     hidden = outermost_hidden(hidden, visible)
-    masked_dirs: list[str] = []
-
-    def mask(path: str) -> None:
-        if os.path.isdir(path):
-            argv.extend(["--size", "65536", "--tmpfs", path])
-            masked_dirs.append(path)
-        elif os.path.exists(path):
-            argv.extend(["--ro-bind", _empty_file(), path])
-
-    for h in hidden:
-        if not any(_inside(h, v) for v in visible):
-            mask(h)
+    made: set[str] = set()
     for v in visible:
-        outer = [h for h in hidden if _inside(v, h) and h != v]
-        if outer:
-            # bwrap would create the missing parents with mode 0700, which uid 65534 cannot traverse
-            top = max(outer, key=len)
-            for parent in reversed(Path(v).parents):
-                if _inside(str(parent), top) and str(parent) != top:
-                    argv.extend(["--perms", "0755", "--dir", str(parent)])
-            argv.extend(["--ro-bind", v, v])
-    for h in hidden:  # a hidden path inside a re-bound one (e.g. a secrets dir inside the venv)
-        if any(_inside(h, v) and h != v for v in visible):
-            mask(h)
+        if any(_inside(v, o) and o != v for o in visible):
+            continue  # inside another re-bound path
+        # bwrap would create the missing parents with mode 0700, which uid 65534 cannot traverse
+        for parent in reversed(Path(v).parents):
+            p = str(parent)
+            if p != "/" and p not in made and not any(_inside(p, b) for b in bound):
+                argv.extend(["--perms", "0755", "--dir", p])
+                made.add(p)
+        argv.extend(["--ro-bind", v, v])
+    masked_dirs: list[str] = []
+    for h in hidden:  # only what lies inside a bound folder needs masking (e.g. a secrets dir in /etc)
+        if not any(_inside(h, b) for b in bound + visible):
+            continue
+        if os.path.isdir(h):
+            argv.extend(["--size", "65536", "--tmpfs", h])
+            masked_dirs.append(h)
+        elif os.path.exists(h):
+            argv.extend(["--ro-bind", _empty_file(), h])
     for d in masked_dirs:
         argv.extend(["--remount-ro", d])
     argv += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
@@ -207,10 +219,10 @@ def _bwrap_argv(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list
 def _bwrap_details(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list[str]:
     return [
         "bubblewrap: own network, IPC, UTS and PID namespaces (no network at all)",
-        "read-only root filesystem; private /tmp (tmpfs, "
-        f"{limits.tmp_mb} MB) is the only writable place",
-        "hidden (empty read-only tmpfs): " + ", ".join(hidden),
-        "the interpreter and the venv's site-packages are visible read-only",
+        "an empty root: only " + ", ".join(d for d in SYSTEM_DIRS if os.path.exists(d)) + ", the interpreter "
+        "and the venv are there, read-only (no app data: runs, models, uploads, the database)",
+        f"private /tmp (tmpfs, {limits.tmp_mb} MB) is the only writable place",
+        "hidden: " + ", ".join(hidden),
         f"runs as uid {SANDBOX_UID} with no capabilities and no_new_privs"
         + (" (root drops privileges inside the sandbox, after the mounts)" if as_root else
            " (user namespace; nested user namespaces disabled)"),

@@ -35,13 +35,15 @@ def test_the_interpreter_and_venv_stay_visible_and_the_app_is_hidden():
     assert str(isolation.REPO_ROOT) not in visible
 
 
-def test_the_bwrap_command_masks_then_rebinds_and_drops_everything():
+def test_the_bwrap_command_binds_only_the_system_and_the_venv_and_drops_everything():
     argv = isolation._bwrap_argv(SandboxLimits(tmp_mb=32), isolation.hidden_paths(), as_root=True)
-    assert argv[:3] == ["bwrap", "--ro-bind", "/"]
-    assert argv[argv.index("/tmp") - 3:argv.index("/tmp") + 1] == ["--size", str(32 << 20), "--tmpfs", "/tmp"]
-    venv = os.path.realpath(sys.prefix)
-    if venv.startswith(str(isolation.REPO_ROOT)):
-        assert argv.index(str(isolation.REPO_ROOT)) < argv.index(venv)  # masked first, re-bound after
+    binds = [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"]
+    assert "/" not in binds and "/usr" in binds and "/etc" in binds  # an allow-list, not the host's root
+    assert os.path.realpath(sys.prefix) in binds or any(os.path.realpath(sys.prefix).startswith(b + "/")
+                                                        for b in binds)
+    assert str(isolation.REPO_ROOT) not in binds and "/var" not in binds and "/home" not in binds
+    tmp = argv.index("--tmpfs", argv.index("--proc"))
+    assert argv[tmp - 2:tmp + 2] == ["--size", str(32 << 20), "--tmpfs", "/tmp"]
     for flag in ("--unshare-net", "--unshare-pid", "--die-with-parent", "--new-session"):
         assert flag in argv
     assert argv[argv.index("--cap-drop") + 1] == "ALL"
@@ -110,3 +112,16 @@ def test_a_sandbox_accepts_nested_hidden_paths_and_masks_them():
         res = sb.score_batch([{"data_source": "", "solution_str": p, "ground_truth": "", "extra_info": None}
                               for p in (inner, "/usr/share/doc", "/usr/share")])
     assert [r.score for r in res[:2]] == [0.0, 0.0] and res[2].score > 0
+
+
+def test_folders_outside_the_allow_list_do_not_exist_in_the_sandbox(tmp_path):
+    """The app's data folders are absent wherever they live (here: under /var and /opt, hidden by no one)."""
+    if isolation.isolation_info()["mode"] != "bubblewrap":
+        pytest.skip("bubblewrap is not usable here")
+    probes = [p for p in ("/var/lib/dpkg/status", "/var/log", "/opt", "/var/lib") if os.path.exists(p)]
+    src = ("import os\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+           "    return 1.0 if os.path.exists(solution_str) else 0.0\n")
+    with RewardSandbox(src, isolation="bubblewrap") as sb:
+        res = sb.score_batch([{"data_source": "", "solution_str": p, "ground_truth": "", "extra_info": None}
+                              for p in [*probes, "/usr/bin", "/etc/hostname", sys.executable]])
+    assert [r.score for r in res] == [0.0] * len(probes) + [1.0, 1.0, 1.0]
