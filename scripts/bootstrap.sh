@@ -10,8 +10,35 @@ if [ -z "$PY" ]; then
   done
 fi
 
+# Every install goes through requirements/lock.txt, which pins every package of every profile
+# (base: the app; test: + the test tools; bench: + the baselines). scripts/lock.sh rewrites it.
+LOCK="$ROOT/requirements/lock.txt"
+
+uv_source_args() {  # pip's configured indexes / wheel folders / constraints, repeated for uv
+  "${PYTHON_FOR_PIP_CONFIG:-$VENV/bin/python}" "$ROOT/scripts/uv_args.py"
+}
+
+ensure_uv() {  # the uv version the lock pins, inside .venv; falls back to pip when it cannot be had
+  local want
+  want="$(sed -n 's/^uv==\([^ ]*\).*/\1/p' "$LOCK" | head -1)"
+  if [ -x "$VENV/bin/uv" ] && [ "$("$VENV/bin/uv" --version | cut -d' ' -f2)" = "$want" ]; then return 0; fi
+  "$VENV/bin/python" -m pip install -qq "uv${want:+==$want}" 2>/dev/null
+}
+
+install_profile() {  # install requirements/<profile>.txt at the lock's versions
+  local reqs="$1" src=()
+  mapfile -t src < <(uv_source_args)
+  if ensure_uv; then
+    VIRTUAL_ENV="$VENV" "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "${src[@]}" \
+      -r "$ROOT/requirements/$reqs.txt" -c "$LOCK"
+  else
+    echo "    (uv unavailable: installing with pip, which takes a few minutes)" >&2
+    "$VENV/bin/python" -m pip install -q -c "$LOCK" -r "$ROOT/requirements/$reqs.txt"
+  fi
+}
+
 bootstrap_venv() {
-  local reqs="$1"   # base or test
+  local reqs="$1"   # base, test or bench
   local stamp="$VENV/.install-stamp-$reqs"
   local want
   want="$(cat "$ROOT"/requirements/*.txt | sha256sum | cut -d' ' -f1)"
@@ -20,10 +47,8 @@ bootstrap_venv() {
     "$PY" -m venv "$VENV"
   fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "==> installing requirements/$reqs.txt (first run takes a minute or two)"
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    # The constraints pin torch to the CPU build and stop pip's kombu backtracking trap.
-    "$VENV/bin/python" -m pip install -q -c "$ROOT/requirements/constraints.txt" -r "$ROOT/requirements/$reqs.txt"
+    echo "==> installing requirements/$reqs.txt at the versions in requirements/lock.txt"
+    install_profile "$reqs"
     echo "$want" > "$stamp"
   fi
 }
