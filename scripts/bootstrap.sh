@@ -15,24 +15,37 @@ fi
 LOCK="$ROOT/requirements/lock.txt"
 
 uv_source_args() {  # pip's configured indexes / wheel folders / constraints, repeated for uv
-  "${PYTHON_FOR_PIP_CONFIG:-$VENV/bin/python}" "$ROOT/scripts/uv_args.py"
+  "${PYTHON_FOR_PIP_CONFIG:-$PY}" "$ROOT/scripts/uv_args.py"
 }
 
-ensure_uv() {  # the uv version the lock pins, inside .venv; falls back to pip when it cannot be had
+UV=""
+ensure_uv() {  # sets UV to the uv the lock pins: .venv's own, or a throwaway copy fetched by pip
   local want
   want="$(sed -n 's/^uv==\([^ ]*\).*/\1/p' "$LOCK" | head -1)"
-  if [ -x "$VENV/bin/uv" ] && [ "$("$VENV/bin/uv" --version | cut -d' ' -f2)" = "$want" ]; then return 0; fi
-  "$VENV/bin/python" -m pip install -qq "uv${want:+==$want}" 2>/dev/null
+  if [ -x "$VENV/bin/uv" ] && [ "$("$VENV/bin/uv" --version | cut -d' ' -f2)" = "$want" ]; then
+    UV="$VENV/bin/uv"; return 0
+  fi
+  # A fresh .venv has no pip (ensurepip costs seconds): fetch uv with the system's pip into a scratch
+  # folder; the install then puts the locked uv (and pip) into .venv itself.
+  local scratch="$VENV/.uv-bootstrap"
+  rm -rf "$scratch"
+  if "$PY" -m pip install -qq --target "$scratch" "uv${want:+==$want}" 2>/dev/null \
+      || { "$VENV/bin/python" -m ensurepip -q >/dev/null 2>&1 \
+           && "$VENV/bin/python" -m pip install -qq --target "$scratch" "uv${want:+==$want}" 2>/dev/null; }; then
+    UV="$scratch/bin/uv"; return 0
+  fi
+  return 1
 }
 
 install_profile() {  # install requirements/<profile>.txt at the lock's versions
   local reqs="$1" src=()
   mapfile -t src < <(uv_source_args)
   if ensure_uv; then
-    VIRTUAL_ENV="$VENV" "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" "${src[@]}" \
-      -r "$ROOT/requirements/$reqs.txt" -c "$LOCK"
+    "$UV" pip install -q --python "$VENV/bin/python" "${src[@]}" -r "$ROOT/requirements/$reqs.txt" -c "$LOCK"
+    rm -rf "$VENV/.uv-bootstrap"
   else
     echo "    (uv unavailable: installing with pip, which takes a few minutes)" >&2
+    "$VENV/bin/python" -m ensurepip -q >/dev/null 2>&1 || true
     "$VENV/bin/python" -m pip install -q -c "$LOCK" -r "$ROOT/requirements/$reqs.txt"
   fi
 }
@@ -40,16 +53,18 @@ install_profile() {  # install requirements/<profile>.txt at the lock's versions
 bootstrap_venv() {
   local reqs="$1"   # base, test or bench
   local stamp="$VENV/.install-stamp-$reqs"
-  local want
+  local want started
   want="$(cat "$ROOT"/requirements/*.txt | sha256sum | cut -d' ' -f1)"
   if [ ! -x "$VENV/bin/python" ]; then
     echo "==> creating virtual environment in .venv ($($PY --version))"
-    "$PY" -m venv "$VENV"
+    "$PY" -m venv --without-pip "$VENV"
   fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "==> installing requirements/$reqs.txt at the versions in requirements/lock.txt"
+    started=$SECONDS
     install_profile "$reqs"
     echo "$want" > "$stamp"
+    echo "    installed in $((SECONDS - started)) s"
   fi
 }
 

@@ -6,21 +6,19 @@
 #   scripts/lock.sh --upgrade-package transformers   # (any `uv pip compile` option passes through)
 # The lock is for CPython 3.11 on Linux x86_64 (this machine, the python:3.11 images). torch is the
 # CPU build (+cpu): it comes from a wheel folder/index pip is configured with, or, in the image,
-# from https://download.pytorch.org/whl/cpu. UV=/path/to/uv uses that uv instead of .venv's.
+# from https://download.pytorch.org/whl/cpu. UV_BIN=/path/to/uv uses that uv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bootstrap.sh
-UV="${UV:-}"
-if [ -z "$UV" ]; then
-  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  ensure_uv || { echo "cannot install uv into .venv" >&2; exit 1; }
-  UV="$VENV/bin/uv"
+if [ -n "${UV_BIN:-}" ]; then UV="$UV_BIN"; else
+  ensure_uv || { echo "cannot get uv (pip install uv)" >&2; exit 1; }
 fi
-mapfile -t src < <(PYTHON_FOR_PIP_CONFIG="$PY" uv_source_args)
+mapfile -t src < <(uv_source_args)
 "$UV" pip compile -q --python-version 3.11 --python-platform x86_64-manylinux_2_28 "${src[@]}" \
   --custom-compile-command "scripts/lock.sh" \
   -c requirements/constraints.txt requirements/test.txt requirements/bench.txt \
   -o requirements/lock.txt "$@"
 # The machine's own constraint files appear in "# via -c <path>" notes: keep their paths out of the repository.
 sed -i -E 's#-c /[^ ]+#-c (pip.conf constraint)#' requirements/lock.txt
+rm -rf "$VENV/.uv-bootstrap"
 echo "requirements/lock.txt: $(grep -c '^[A-Za-z0-9].*==' requirements/lock.txt) packages pinned"
