@@ -81,6 +81,15 @@ DATABASES = {"default": parse_database_url(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # A file, not :memory:, so that a real worker process started by the tests sees the test data.
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
+    # Web, worker, beat and the CLI write to one file. WAL lets readers run beside the writer;
+    # IMMEDIATE takes the write lock when a transaction begins, so two transactions never deadlock
+    # upgrading a read lock (SQLite answers that with an instant "database is locked", bypassing
+    # the busy timeout); the timeout then queues writers instead of failing them.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": envint("SQLITE_BUSY_TIMEOUT_S", 30),
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL",
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -156,19 +165,31 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
 }
 
-# Celery. Without REDIS_URL the broker is a folder on disk: no server to install for the demo.
+# Celery. `./run` starts a private redis-server on a unix socket under var/ and sets REDIS_URL to
+# redis+socket://...: a real queue, crash-safe with its append-only file. Without REDIS_URL (unit tests,
+# a machine without redis-server) the broker is a folder on disk, written atomically (jobs/fsbroker.py).
 REDIS_URL = envstr("REDIS_URL", "")
+_private_redis = VAR_DIR / "redis" / "url"
+if not REDIS_URL and _private_redis.exists():
+    # `./run` leaves its private redis-server's address here while it runs, so that the CLI in another
+    # terminal enqueues where the worker listens.
+    _url = _private_redis.read_text().strip()
+    if Path(_url.partition("://")[2]).is_socket():
+        REDIS_URL = _url
 CELERY_BROKER_URL = REDIS_URL or "filesystem://"
 if not REDIS_URL:
     _broker_dir = VAR_DIR / "celery-broker"
-    for _sub in ("queue", "processed", "control"):
+    for _sub in ("queue", "processed", "control", "incoming"):
         (_broker_dir / _sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT = "jobs.fsbroker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
         "store_processed": False,
         "control_folder": str(_broker_dir / "control"),
+        # Messages are written here, then renamed into the queue: a reader never sees half a message.
+        "incoming_folder": str(_broker_dir / "incoming"),
     }
 else:
     # Tasks here are short (training runs are supervised processes, not tasks), so a visibility
@@ -189,9 +210,18 @@ CELERY_TASK_TIME_LIMIT = envint("CELERY_TASK_TIME_LIMIT", 30 * 60)
 CELERY_TASK_SOFT_TIME_LIMIT = CELERY_TASK_TIME_LIMIT - 30
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+RUN_SYNC_INTERVAL_S = envfloat("RUN_SYNC_INTERVAL_S", 2.0)
+# A sync is only worth running while it is fresh: after a worker outage the queued ones expire
+# (the worker drops them unrun) instead of being worked off one by one ahead of launches.
+RUN_SYNC_EXPIRES_S = envfloat("RUN_SYNC_EXPIRES_S", max(10.0, 3 * RUN_SYNC_INTERVAL_S))
 CELERY_BEAT_SCHEDULE = {
-    "sync-runs": {"task": "jobs.tasks.sync_runs", "schedule": envfloat("RUN_SYNC_INTERVAL_S", 2.0)},
+    "sync-runs": {"task": "jobs.tasks.sync_runs", "schedule": RUN_SYNC_INTERVAL_S,
+                  "options": {"expires": RUN_SYNC_EXPIRES_S}},
 }
+# Workers touch a file here every few seconds while they consume; the run page says "worker offline"
+# when none is fresh.
+WORKER_HEARTBEAT_DIR = VAR_DIR / "heartbeats"
+WORKER_HEARTBEAT_S = envfloat("WORKER_HEARTBEAT_S", 5.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 RUN_HEARTBEAT_STALE_S = envint("RUN_HEARTBEAT_STALE_S", 30)
 

@@ -23,6 +23,7 @@ def test_task_round_trip_through_broker_worker_and_database(celery_worker_proc):
 
 def test_broker_follows_redis_url():
     if settings.REDIS_URL:
-        assert settings.CELERY_BROKER_URL.startswith("redis://")
-    else:
+        assert settings.CELERY_BROKER_URL.startswith(("redis://", "redis+socket://"))
+    else:  # the folder broker, written atomically
         assert settings.CELERY_BROKER_URL == "filesystem://"
+        assert settings.CELERY_BROKER_TRANSPORT == "jobs.fsbroker:Transport"
