@@ -11,3 +11,7 @@ app.conf.task_routes = {
     "jobs.tasks.launch_job_gpu": {"queue": "gpu"},
 }
 app.autodiscover_tasks(["jobs"], related_name="tasks", force=True)
+
+from jobs.heartbeat import WorkerHeartbeat  # noqa: E402 - the app must exist first
+
+app.steps["consumer"].add(WorkerHeartbeat)

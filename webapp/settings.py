@@ -220,7 +220,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Workers touch a file here every few seconds while they consume; the run page says "worker offline"
 # when none is fresh.
-WORKER_HEARTBEAT_DIR = VAR_DIR / "heartbeats"
+WORKER_HEARTBEAT_DIR = Path(envstr("WORKER_HEARTBEAT_DIR", str(VAR_DIR / "heartbeats")))
 WORKER_HEARTBEAT_S = envfloat("WORKER_HEARTBEAT_S", 5.0)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 RUN_HEARTBEAT_STALE_S = envint("RUN_HEARTBEAT_STALE_S", 30)

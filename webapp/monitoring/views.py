@@ -17,6 +17,7 @@ from webapp.monitoring import selectors, services
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
 from webapp.monitoring.models import CheckpointExport, HumanEvalTask
 from webapp.runs.models import Job
+from webapp.runs.services.workers import worker_online
 
 SAMPLES_PER_PAGE = 25
 
@@ -35,7 +36,8 @@ def _back(request, slug: str, job: Job):
 
 def job_monitor(request, slug, job_id):
     access, job = _job(request, slug, job_id)
-    return render(request, "monitoring/job.html", {"project": access.project, "access": access, "job": job})
+    return render(request, "monitoring/job.html", {"project": access.project, "access": access, "job": job,
+                                                   "worker_online": worker_online()})
 
 
 def samples(request, slug, job_id):

@@ -32,6 +32,7 @@ from webapp.runs.models import Job, JobState
 from webapp.runs.services import config as cfg
 from webapp.runs.services import launch, registry
 from webapp.runs.services.spec import build_spec, dry_run_text, plan_job, run_dir_for
+from webapp.runs.services.workers import worker_online
 
 
 def _job_or_404(access, pk: int) -> Job:
@@ -215,7 +216,7 @@ def job_detail(request, slug, pk):
         "manifest": job.data_manifest or {}, "reward_versions": selectors.reward_versions_of(job),
         "checkpoints": selectors.available_checkpoints(job), "can_resume": selectors.can_resume(job),
         "resume_target": launch.resume_target(job), "children": job.children.order_by("-created_at"),
-        "progress": selectors.job_progress(job), "resume_form": ResumeForm()})
+        "progress": selectors.job_progress(job), "resume_form": ResumeForm(), "worker_online": worker_online()})
 
 
 @require_GET

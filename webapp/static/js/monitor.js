@@ -299,6 +299,8 @@
         if (changed || r.events.length) renderAll();
       }
       if (r.checkpoints_key && r.checkpoints_key !== checkpointsKey) refreshCheckpoints(r.checkpoints_key);
+      const offline = document.getElementById('worker-offline');
+      if (offline && r.worker_online !== undefined) offline.hidden = !!r.worker_online;
       const step = r.job_last_step === undefined || r.job_last_step === null ? lastStep : r.job_last_step;
       announceStep(step);
       if (isActive && !r.is_active) { isActive = false; status(`Finished (${r.state}) · last step ${step}`); }

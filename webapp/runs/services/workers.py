@@ -1,0 +1,48 @@
+"""Is any Celery worker consuming? Workers touch a heartbeat file (jobs/heartbeat.py); pages read mtimes.
+
+A stat of a few files per page view: no broker round trip (a `celery inspect ping` would block the
+request for its timeout exactly when no worker answers).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from django.conf import settings
+
+
+def heartbeat_dir() -> Path:
+    return Path(settings.WORKER_HEARTBEAT_DIR)
+
+
+def beat(name: str, info: dict) -> None:
+    """Record that worker `name` is consuming now (atomic: a reader never sees half a file)."""
+    folder = heartbeat_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)
+    tmp = folder / f".{safe}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({**info, "at": time.time()}))
+    os.replace(tmp, folder / safe)
+
+
+def forget(name: str) -> None:
+    safe = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)
+    (heartbeat_dir() / safe).unlink(missing_ok=True)
+
+
+def live_workers(now: float | None = None) -> list[str]:
+    """Names of the workers whose heartbeat is fresh (three missed beats make one stale)."""
+    now = time.time() if now is None else now
+    stale_after = 3 * float(settings.WORKER_HEARTBEAT_S)
+    try:
+        entries = list(os.scandir(heartbeat_dir()))
+    except FileNotFoundError:
+        return []
+    return sorted(e.name for e in entries
+                  if not e.name.startswith(".") and now - e.stat().st_mtime <= stale_after)
+
+
+def worker_online() -> bool:
+    return bool(live_workers())
