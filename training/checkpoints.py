@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from training.rundir import RunDir, write_atomic
+
 STEP_DIR = re.compile(r"^global_step_(\d+)$")
 LATEST_FILE = "latest_checkpointed_iteration.txt"
 PROTECTED_FILE = "protected.json"
@@ -37,7 +39,8 @@ class CheckpointInfo:
 def checkpoint_root(path: str | Path) -> Path:
     """Accept a run dir or its checkpoints/ folder and return the checkpoints/ folder."""
     p = Path(path)
-    return p / "checkpoints" if (p / "checkpoints").is_dir() or (p / "job.json").exists() else p
+    run = RunDir(p)
+    return run.checkpoints if run.checkpoints.is_dir() or run.job_spec.exists() else p
 
 
 def step_of(path: str | Path) -> int:
@@ -131,12 +134,6 @@ def apply_retention(run_dir: str | Path, keep_last_k: int | None) -> list[int]:
     return doomed
 
 
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f"{TMP_PREFIX}{path.name}.{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def publish_checkpoint(run_dir: str | Path, step: int, write: Callable[[Path], None], manifest: dict) -> Path:
     """Write a checkpoint atomically: `write(tmp_dir)`, add manifest.json, rename into place.
 
@@ -158,7 +155,7 @@ def publish_checkpoint(run_dir: str | Path, step: int, write: Callable[[Path], N
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.rename(tmp, final)
-    _write_text_atomic(root / LATEST_FILE, str(step))
+    write_atomic(root / LATEST_FILE, str(step))
     return final
 
 

@@ -26,6 +26,7 @@ from training import winrate
 from training.checkpoints import export_hf, step_of
 from training.local.config import HParams, JobError
 from training.reward_client import RewardConfigError, RewardScorer
+from training.rundir import RunDir, read_jsonl, write_json
 
 
 class EvaluationError(ValueError):
@@ -121,7 +122,8 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     hp = _hp(job.get("hp") or {})
     # torch and transformers only now: a refused request answers fast
     from training.local.common import seed_everything, set_threads
-    from training.local.data import check_prompt_lengths, read_jsonl
+    from training.local.data import check_prompt_lengths
+    from training.local.data import read_jsonl as read_rows
     from training.local.validation import (
         greedy_responses,
         needs_base_references,
@@ -139,7 +141,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     try:
         model, tok = load_checkpoint_model(ckpt, base_model, dev, dtype, work)
         set_threads(model)
-        rows = read_jsonl(val_path)[:limit] if limit else read_jsonl(val_path)
+        rows = read_rows(val_path)[:limit] if limit else read_rows(val_path)
         prompts = check_prompt_lengths(rows, tok, hp.max_prompt_length, val_path.name)
         base_responses = None
         if needs_base_references(rows):  # no dataset reference: the base model's own reply is the reference
@@ -153,8 +155,8 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
                                           run_dir=out.parent, tie_tolerance=hp.tie_tolerance)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    samples_path = out.parent / "samples" / "val" / f"{step}.jsonl"
-    samples = [json.loads(line) for line in samples_path.read_text().splitlines() if line.strip()]
+    samples_path = RunDir(out.parent).samples("val", step)
+    samples = read_jsonl(samples_path)
     summary = winrate.summarize(s.get("win") for s in samples)
     scores = [s["score"] for s in samples if isinstance(s.get("score"), (int, float))]
     result = {
@@ -163,9 +165,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
         "reference": "dataset" if base_responses is None else "base model",
         "errors": sum(1 for s in samples if s.get("error")), "metrics": metrics, "samples_path": str(samples_path),
     }
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps(result, indent=1))
-    tmp.replace(out)
+    write_json(out, result)
     return result
 
 

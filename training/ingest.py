@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from training.checkpoints import STEP_DIR, dir_size, latest_step, read_manifest
+from training.rundir import RunDir, RunDirError, read_jsonl
 
 Metrics = dict[str, float | None]
 # VERL's console logger (verl/utils/logger/aggregate_logger.py): "step:N - key:value - ...",
@@ -70,14 +71,6 @@ def read_metrics_file(path: str | Path) -> dict[int, Metrics]:
     return out
 
 
-def attempt_dirs(run_dir: str | Path) -> list[Path]:
-    """`attempts/<K>` folders in launch order (numeric K)."""
-    root = Path(run_dir) / "attempts"
-    if not root.is_dir():
-        return []
-    return sorted((p for p in root.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
-
-
 def read_metrics(run_dir: str | Path, console_fallback: bool = True) -> dict[int, Metrics]:
     """Merge every attempt's metrics by step; a later attempt wins for the keys it logged.
 
@@ -85,10 +78,10 @@ def read_metrics(run_dir: str | Path, console_fallback: bool = True) -> dict[int
     trainer) falls back to the `step:N - key:value` lines in its log.txt.
     """
     merged: dict[int, Metrics] = {}
-    for adir in attempt_dirs(run_dir):
-        per_attempt = read_metrics_file(adir / "metrics.jsonl")
+    for adir in RunDir(run_dir).attempts():
+        per_attempt = read_metrics_file(adir.metrics)
         if not per_attempt and console_fallback:
-            per_attempt = read_console_metrics(adir / "log.txt")
+            per_attempt = read_console_metrics(adir.log)
         for step in sorted(per_attempt):
             merge_into(merged, step, per_attempt[step])
     return dict(sorted(merged.items()))
@@ -228,7 +221,7 @@ def discover_checkpoints(run_dir: str | Path, with_size: bool = True) -> list[Ch
     """Every `checkpoints/global_step_N` of the run, sorted by step (incomplete ones flagged).
 
     `with_size=False` skips walking each folder for its size (size_bytes is then 0)."""
-    root = Path(run_dir) / "checkpoints"
+    root = RunDir(run_dir).checkpoints
     if not root.is_dir():
         return []
     latest = latest_checkpointed_step(root)
@@ -240,9 +233,10 @@ def discover_checkpoints(run_dir: str | Path, with_size: bool = True) -> list[Ch
 
 def sample_steps(run_dir: str | Path, kind: str = "val") -> list[int]:
     """Steps that have a `samples/<kind>/<step>.jsonl` dump, ascending."""
-    if kind not in ("val", "rollout"):
-        raise ValueError(f"kind must be 'val' or 'rollout', not {kind!r}")
-    root = Path(run_dir) / "samples" / kind
+    try:
+        root = RunDir(run_dir).samples_dir(kind)
+    except RunDirError as exc:
+        raise ValueError(str(exc)) from None
     if not root.is_dir():
         return []
     return sorted(int(p.stem) for p in root.glob("*.jsonl") if p.stem.isdigit())
@@ -254,22 +248,9 @@ def read_samples(run_dir: str | Path, kind: str = "val", step: int | None = None
     Rows are `{"input", "output", "gts", "score", "step", <reward extra keys>...}`; VERL
     writes NaN extras as bare NaN, which Python's json accepts. A torn last line is skipped.
     """
-    steps = sample_steps(run_dir, kind)
     if step is None:
+        steps = sample_steps(run_dir, kind)
         if not steps:
             return []
         step = steps[-1]
-    path = Path(run_dir) / "samples" / kind / f"{int(step)}.jsonl"
-    rows: list[dict[str, Any]] = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(row, dict):
-                    rows.append(row)
-    except FileNotFoundError:
-        return []
-    return rows
+    return read_jsonl(RunDir(run_dir).samples(kind, step))

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from training import rundir
+
 DEFAULT_DATA_SOURCE = "default"
 DEFAULT_ABILITY = "general"
 COLUMNS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
@@ -31,22 +33,10 @@ class DataFormatError(ValueError):
 
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     """Read a JSONL file of objects, naming the line of the first malformed one."""
-    rows: list[dict[str, Any]] = []
-    path = Path(path)
-    if not path.exists():
-        raise DataFormatError(f"data file not found: {path}")
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise DataFormatError(f"{path}:{lineno}: expected a JSON object, got {type(row).__name__}")
-            rows.append(row)
-    return rows
+    try:
+        return rundir.read_jsonl(path, strict=True)
+    except rundir.RunDirError as exc:
+        raise DataFormatError(str(exc)) from None
 
 
 def normalize_prompt(prompt: Any, where: str = "row") -> list[dict[str, str]]:

@@ -20,17 +20,13 @@ import sys
 import time
 from pathlib import Path
 
+from training.rundir import AttemptDir, write_json
+
 HEARTBEAT_EVERY_S = 2.0
 POLL_S = 0.25
 STOP_GRACE_S = 10.0
 PR_SET_PDEATHSIG = 1
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-
-def _write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 def _child_preexec(supervisor_pid: int):
@@ -72,13 +68,13 @@ def _group_alive(pgid: int) -> bool:
 
 def supervise(attempt_dir: str | Path) -> int:
     """Run the attempt to its end; returns the child's return code."""
-    adir = Path(attempt_dir).resolve()
-    (adir / "supervisor.pid").write_text(str(os.getpid()))
-    with open(adir / "log.txt", "ab", buffering=0) as log:
+    adir = AttemptDir(Path(attempt_dir).resolve())
+    adir.supervisor_pid.write_text(str(os.getpid()))
+    with open(adir.log, "ab", buffering=0) as log:
         return _supervise(adir, log)
 
 
-def _supervise(adir: Path, log) -> int:
+def _supervise(adir: AttemptDir, log) -> int:
     started = time.time()
     stop = {"by": None}
 
@@ -88,12 +84,12 @@ def _supervise(adir: Path, log) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     try:
-        launch = json.loads((adir / "launch.json").read_text())
-        argv, cwd = list(launch["argv"]), launch.get("cwd") or str(adir)
+        launch = json.loads(adir.launch.read_text())
+        argv, cwd = list(launch["argv"]), launch.get("cwd") or str(adir.path)
         env = {**os.environ, **{k: str(v) for k, v in (launch.get("env") or {}).items()}}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.write(f"supervisor: unusable launch.json: {exc}\n".encode())
-        _write_json_atomic(adir / "exit.json", {"returncode": 127, "cancelled": False, "ended_at": time.time(),
+        write_json(adir.exit, {"returncode": 127, "cancelled": False, "ended_at": time.time(),
                                                 "started_at": started, "error": f"unusable launch.json: {exc}"})
         return 127
     try:
@@ -101,7 +97,7 @@ def _supervise(adir: Path, log) -> int:
                                 preexec_fn=_child_preexec(os.getpid()))
     except OSError as exc:
         log.write(f"supervisor: cannot start {argv[:1]}: {exc}\n".encode())
-        _write_json_atomic(adir / "exit.json", {"returncode": 127, "cancelled": False, "ended_at": time.time(),
+        write_json(adir.exit, {"returncode": 127, "cancelled": False, "ended_at": time.time(),
                                                 "started_at": started, "error": str(exc)})
         return 127
     pgid = proc.pid  # setsid made the child its group leader
@@ -110,9 +106,9 @@ def _supervise(adir: Path, log) -> int:
     while proc.poll() is None:
         now = time.time()
         if now - last_beat >= HEARTBEAT_EVERY_S:
-            _write_json_atomic(adir / "heartbeat", {"time": now, "pid": proc.pid})
+            write_json(adir.heartbeat, {"time": now, "pid": proc.pid})
             last_beat = now
-        if stop["by"] is None and (adir / "CANCEL").exists():
+        if stop["by"] is None and adir.cancel.exists():
             stop["by"] = "cancel"
         if stop["by"] is not None:
             if launch.get("cancel_argv"):  # e.g. `ray job stop`: the group alone may not hold the job
@@ -123,8 +119,8 @@ def _supervise(adir: Path, log) -> int:
     rc = proc.wait()
     if _group_alive(pgid):  # stragglers the training process left behind
         _stop_group(pgid, proc, 2.0)
-    _write_json_atomic(adir / "heartbeat", {"time": time.time(), "pid": proc.pid})
-    _write_json_atomic(adir / "exit.json", {"returncode": rc, "cancelled": stop["by"] is not None,
+    write_json(adir.heartbeat, {"time": time.time(), "pid": proc.pid})
+    write_json(adir.exit, {"returncode": rc, "cancelled": stop["by"] is not None,
                                             "stopped_by": stop["by"], "ended_at": time.time(),
                                             "started_at": started})
     return rc
@@ -136,12 +132,12 @@ def spawn_supervisor(attempt_dir: str | Path, python: str | None = None) -> int:
     The supervisor is double-forked (`--daemonize`), so it is re-parented to init and never
     lingers as a zombie of the calling web/Celery process.
     """
-    adir = Path(attempt_dir).resolve()
-    if not (adir / "launch.json").exists():
-        raise FileNotFoundError(f"{adir} has no launch.json")
+    adir = AttemptDir(Path(attempt_dir).resolve())
+    if not adir.launch.exists():
+        raise FileNotFoundError(f"{adir.path} has no launch.json")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    out = subprocess.run([python or sys.executable, "-m", "training.supervisor", "--attempt-dir", str(adir),
+    out = subprocess.run([python or sys.executable, "-m", "training.supervisor", "--attempt-dir", str(adir.path),
                           "--daemonize"], cwd=str(REPO_ROOT), env=env, stdin=subprocess.DEVNULL,
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0 or not out.stdout.strip().isdigit():
@@ -149,12 +145,12 @@ def spawn_supervisor(attempt_dir: str | Path, python: str | None = None) -> int:
     return int(out.stdout.strip())
 
 
-def _read_heartbeat(adir: Path) -> float | None:
+def _read_heartbeat(adir: AttemptDir) -> float | None:
     try:
-        return float(json.loads((adir / "heartbeat").read_text())["time"])
+        return float(json.loads(adir.heartbeat.read_text())["time"])
     except (OSError, ValueError, KeyError, TypeError):
         try:
-            return (adir / "heartbeat").stat().st_mtime
+            return adir.heartbeat.stat().st_mtime
         except OSError:
             return None
 
@@ -169,35 +165,35 @@ def _pid_alive(pid_file: Path) -> bool:
 
 def attempt_state(attempt_dir: str | Path, stale_after_s: float = 30) -> str:
     """"exited" once exit.json exists, "running" while the heartbeat is fresh, else "lost"."""
-    adir = Path(attempt_dir)
-    if (adir / "exit.json").exists():
+    adir = AttemptDir(Path(attempt_dir))
+    if adir.exit.exists():
         return "exited"
     beat = _read_heartbeat(adir)
     now = time.time()
     if beat is not None:
         return "running" if now - beat <= stale_after_s else "lost"
     # No heartbeat yet: still starting if the supervisor lives or the launch is recent.
-    if _pid_alive(adir / "supervisor.pid"):
+    if _pid_alive(adir.supervisor_pid):
         return "running"
     try:
-        return "running" if now - (adir / "launch.json").stat().st_mtime <= stale_after_s else "lost"
+        return "running" if now - adir.launch.stat().st_mtime <= stale_after_s else "lost"
     except OSError:
         return "lost"
 
 
 def cancel(attempt_dir: str | Path) -> None:
     """Ask the supervisor to stop the attempt (it polls for DIR/CANCEL)."""
-    (Path(attempt_dir) / "CANCEL").write_text(str(time.time()))
+    AttemptDir(Path(attempt_dir)).cancel.write_text(str(time.time()))
 
 
 def kill_lost_group(attempt_dir: str | Path, stale_after_s: float = 30) -> bool:
     """SIGKILL what is left of a "lost" attempt's process group (e.g. grandchildren of a child
     that died with its supervisor). The group id is the child pid in the heartbeat."""
-    adir = Path(attempt_dir)
-    if attempt_state(adir, stale_after_s) != "lost":
+    adir = AttemptDir(Path(attempt_dir))
+    if attempt_state(adir.path, stale_after_s) != "lost":
         return False
     try:
-        pgid = int(json.loads((adir / "heartbeat").read_text())["pid"])
+        pgid = int(json.loads(adir.heartbeat.read_text())["pid"])
         os.killpg(pgid, signal.SIGKILL)
     except (OSError, ValueError, KeyError, TypeError):
         return False
@@ -209,9 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attempt-dir", required=True)
     ap.add_argument("--daemonize", action="store_true", help="detach, print the supervisor pid and return")
     args = ap.parse_args(argv)
-    adir = Path(args.attempt_dir)
-    if not adir.is_dir():
-        print(f"error: {adir} is not a directory", file=sys.stderr)
+    adir = AttemptDir(Path(args.attempt_dir))
+    if not adir.path.is_dir():
+        print(f"error: {adir.path} is not a directory", file=sys.stderr)
         return 2
     if args.daemonize:
         pid = os.fork()
@@ -220,10 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(0)
         os.setsid()
         os.dup2(os.open(os.devnull, os.O_RDONLY), 0)
-        out = os.open(adir / "log.txt", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        out = os.open(adir.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         for fd in (1, 2):  # a supervisor crash lands in the attempt's log
             os.dup2(out, fd)
-    return supervise(adir)
+    return supervise(adir.path)
 
 
 if __name__ == "__main__":

@@ -72,7 +72,7 @@ def test_prompt_messages_are_stored_for_reward_models(tmp_path, hf_cache):
 def test_jsonl_conversion_names_the_bad_line(tmp_path):
     src = tmp_path / "train.jsonl"
     src.write_text('{"prompt": "ok", "ground_truth": "1"}\n{not json}\n')
-    with pytest.raises(DataFormatError, match="train.jsonl:2"):
+    with pytest.raises(DataFormatError, match="train.jsonl line 2"):
         jsonl_to_verl_parquet(src, tmp_path / "t.parquet", "train")
 
 

@@ -13,6 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from training import rundir
+from training.rundir import RunDir
+
 # Repository root: `training/` must be importable by every process we launch (Ray workers too).
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,23 +94,21 @@ def load_spec(run_dir: Path) -> dict[str, Any]:
 
 
 def check_attempt(attempt: int) -> int:
-    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
-        raise BackendError(f"attempt must be an integer >= 1, got {attempt!r}")
-    return attempt
+    try:
+        return rundir.check_attempt(attempt)
+    except rundir.RunDirError as exc:
+        raise BackendError(str(exc)) from None
 
 
 def attempt_dir(run_dir: Path, attempt: int) -> Path:
     """Return (and create) `<run_dir>/attempts/<K>`."""
-    path = Path(run_dir).resolve() / "attempts" / str(check_attempt(attempt))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return RunDir(Path(run_dir).resolve()).attempt(check_attempt(attempt)).create().path
 
 
 def metrics_path(run_dir: Path, attempt: int, create: bool = True) -> Path:
     """One metrics file per attempt: VERL's file logger truncates its file on every start."""
-    if create:
-        return attempt_dir(run_dir, attempt) / "metrics.jsonl"
-    return Path(run_dir).resolve() / "attempts" / str(check_attempt(attempt)) / "metrics.jsonl"
+    attempt_path = RunDir(Path(run_dir).resolve()).attempt(check_attempt(attempt))
+    return (attempt_path.create() if create else attempt_path).metrics
 
 
 def base_env(run_dir: Path, attempt: int, create: bool = True) -> dict[str, str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from training.backends.base import REPO_ROOT, BackendError, load_spec, python_executable
+from training.rundir import RunDir
 
 
 @dataclass
@@ -32,7 +33,7 @@ class ExportPlan:
 
 
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
-    return Path(run_dir).resolve() / "checkpoints" / f"global_step_{int(step)}"
+    return RunDir(Path(run_dir).resolve()).checkpoints / f"global_step_{int(step)}"
 
 
 def merge_argv(actor_dir: Path, target_dir: Path) -> list[str]:

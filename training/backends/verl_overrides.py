@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from training.backends.base import BackendError
+from training.rundir import RunDir
 
 ENGINES = ("vllm", "sglang")
 # Largest LoRA rank vLLM accepts (verl/workers/rollout/vllm_rollout/utils.py: MaxLoRARanks).
@@ -54,11 +55,11 @@ class VerlPaths:
 
     @property
     def checkpoints(self) -> Path:
-        return self.run_dir / "checkpoints"
+        return RunDir(self.run_dir).checkpoints
 
     @property
     def hydra_dir(self) -> Path:
-        return self.run_dir / "attempts" / str(self.attempt) / "hydra"
+        return RunDir(self.run_dir).attempt(self.attempt).path / "hydra"
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ def decide_resume(spec: dict[str, Any], run_dir: Path, attempt: int, own_latest_
     - a later attempt without checkpoints: `auto` (VERL starts from scratch).
     - attempt 1: `disable`.
     """
-    own = (Path(run_dir) / "checkpoints").resolve()
+    own = RunDir(run_dir).checkpoints.resolve()
     resume_from = spec.get("resume_from")
     if resume_from:
         path = Path(str(resume_from).rstrip("/"))
@@ -314,8 +315,8 @@ def build_overrides(
         ("trainer.project_name", "rlhf-workbench"),
         ("trainer.experiment_name", f"job-{spec.get('job_id', 'unknown')}"),
         ("trainer.default_local_dir", str(paths.checkpoints)),
-        ("trainer.rollout_data_dir", str(paths.run_dir / "samples" / "rollout")),
-        ("trainer.validation_data_dir", str(paths.run_dir / "samples" / "val")),
+        ("trainer.rollout_data_dir", str(RunDir(paths.run_dir).samples_dir("rollout"))),
+        ("trainer.validation_data_dir", str(RunDir(paths.run_dir).samples_dir("val"))),
         ("trainer.save_freq", int(hp.get("save_freq") or -1)),
         ("trainer.test_freq", int(hp.get("test_freq") or -1)),
         ("trainer.total_epochs", int(hp.get("epochs", 1))),

@@ -1,29 +1,21 @@
 """Data rows -> text, and a resumable epoch sampler."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from training import rundir
 from training.local.config import JobError
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """Read a JSONL file; a malformed line is reported with its number."""
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise JobError(f"{path.name} line {i} is not valid JSON: {exc}") from None
-            if not isinstance(row, dict):
-                raise JobError(f"{path.name} line {i} is not a JSON object")
-            rows.append(row)
+    try:
+        rows = rundir.read_jsonl(path, strict=True)
+    except rundir.RunDirError as exc:
+        raise JobError(str(exc)) from None
     if not rows:
         raise JobError(f"{path} has no rows")
     return rows

@@ -13,6 +13,7 @@ from training.local.common import MetricsLogger, rng_state, set_rng_state
 from training.local.config import Job, JobError
 from training.local.data import EpochSampler
 from training.models import load_model_and_tokenizer, load_tokenizer, resolve_device, resolve_dtype
+from training.rundir import RunDir
 
 
 class Algorithm(Protocol):
@@ -112,7 +113,7 @@ def save_checkpoint(job: Job, algo: Algorithm, sampler: EpochSampler, step: int,
 
     manifest = {"kind": job.kind, "format": "local", "lora": job.lora_rank > 0, "base_model": str(job.model_path),
                 "job_id": job.raw.get("job_id"), "metrics": {k: v for k, v in metrics.items() if _finite(v)}}
-    root = job.run_dir / "checkpoints"
+    root = RunDir(job.run_dir).checkpoints
     path = ckpts.publish_checkpoint(root, step, write, manifest)
     ckpts.apply_retention(root, job.hp.keep_last_k)
     return path
@@ -156,7 +157,7 @@ def run_loop(job: Job, algo: Algorithm, n_rows: int, logger: MetricsLogger) -> i
     sampler = EpochSampler(n_rows, hp.batch_size, hp.seed)
     last = total_steps(job, sampler)
     start, saved_rng = (0, None)
-    ckpts.clean_stale_temp(job.run_dir / "checkpoints")
+    ckpts.clean_stale_temp(RunDir(job.run_dir).checkpoints)
     if job.resume_from is not None:
         start, saved_rng = restore(job, algo, sampler)
         if saved_rng is not None:

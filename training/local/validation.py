@@ -3,7 +3,6 @@ mean reward and win rate against a reference (the row's `reference`, else the ba
 """
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -13,6 +12,7 @@ from typing import Any
 from training import winrate
 from training.local.common import rollout
 from training.reward_client import RewardRequest, RewardScorer
+from training.rundir import RunDir, write_jsonl
 
 
 def greedy_responses(model, tok, prompts: list[str], max_new_tokens: int, chunk: int = 64,
@@ -82,12 +82,6 @@ def validate_generation(*, model, tok, rows: list[dict], prompts: list[str], sco
             metrics[f"val-core/{ds}/win_rate_lo"] = summary.lo  # type: ignore[assignment]
             metrics[f"val-core/{ds}/win_rate_hi"] = summary.hi  # type: ignore[assignment]
         metrics[f"val-core/{ds}/win_rate_n"] = summary.n
-    write_samples(run_dir / "samples" / "val" / f"{step}.jsonl", samples)
+    write_jsonl(RunDir(run_dir).samples("val", step), samples)
     return metrics
 
-
-def write_samples(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows))
-    tmp.replace(path)

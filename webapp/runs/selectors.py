@@ -1,11 +1,11 @@
 """Reads for jobs and models, and name lookups shared by the CLI and the API."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from django.db.models import QuerySet
 
+from training.rundir import RunDir
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetKind, DatasetVersion, VersionStatus
 from webapp.rewards.models import RewardFunction, RewardVersion
@@ -59,7 +59,7 @@ def log_tail(job: Job, attempt_number: int | None = None, lines: int = 200) -> d
     attempt = attempts.filter(number=attempt_number).first() if attempt_number else attempts.first()
     text: list[str] = []
     if attempt is not None and job.run_dir:
-        text = tail_lines(Path(job.run_dir) / "attempts" / str(attempt.number) / "log.txt", lines)
+        text = tail_lines(RunDir(job.run_dir).attempt(attempt.number).log, lines)
     return {"job": job.pk, "state": job.state, "attempt": attempt.number if attempt else None,
             "lines": text, "last_step": job.last_step, "total_steps": (job.config or {}).get("total_steps"),
             "heartbeat_at": job.heartbeat_at.isoformat() if job.heartbeat_at else None,

@@ -12,6 +12,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from training.rundir import RunDir
 from webapp.core.access import project_access
 from webapp.core.forms import apply_error
 from webapp.core.models import Role
@@ -190,14 +191,14 @@ def job_clone(request, slug, pk):
 def _job_yaml_and_command(job: Job) -> tuple[str, str]:
     run_dir = Path(job.run_dir) if job.run_dir else run_dir_for(job.project, job.pk)
     try:
-        spec = json.loads((run_dir / "job.json").read_text())
+        spec = json.loads(RunDir(run_dir).job_spec.read_text())
     except (OSError, ValueError):
         spec = launch.job_spec(job, resume_from=job.resume_checkpoint.path if job.resume_checkpoint else None)
     attempt = launch.current_attempt(job)
     command = ""
     if attempt is not None:
         try:
-            argv = json.loads((run_dir / "attempts" / str(attempt.number) / "launch.json").read_text())["argv"]
+            argv = json.loads(RunDir(run_dir).attempt(attempt.number).launch.read_text())["argv"]
             command = f"# attempt {attempt.number}, run dir {run_dir}\n" + " \\\n  ".join(argv)
         except (OSError, ValueError, KeyError):
             command = ""

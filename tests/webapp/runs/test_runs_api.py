@@ -57,7 +57,7 @@ def test_dry_run_creates_nothing(project, engineer, api_for, demo_inputs, no_enq
     assert resp.status_code == 200, resp.json()
     body = resp.json()
     assert "actor_rollout_ref.actor.optim.lr=0.001" in body["command"].splitlines()
-    assert body["run_dir"].endswith(f"/{project.slug}/1") and "kind: grpo" in body["config_yaml"]
+    assert body["run_dir"].endswith(f"/{project.slug}/1-xxxxxxxxxxxx") and "kind: grpo" in body["config_yaml"]
     assert Job.objects.count() == 0 and no_enqueue == []
 
 

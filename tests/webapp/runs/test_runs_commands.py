@@ -25,7 +25,7 @@ def test_verl_dry_run_prints_run_dir_and_one_override_per_line(project, prompts_
                  "--include-unreviewed", "--set", "max_prompt_length=16", "lora.rank=8",
                  "--set", "verl.rollout_engine=sglang", "--dry-run")
     lines = out.splitlines()
-    run_dir = Path(settings.RUNS_ROOT) / project.slug / "1"
+    run_dir = Path(settings.RUNS_ROOT) / project.slug / "1-xxxxxxxxxxxx"  # the run id is drawn at launch
     assert lines[0] == f"Run directory: {run_dir}"
     assert "python -m verl.trainer.main_ppo" in lines
     for override in ("actor_rollout_ref.rollout.name=sglang", "actor_rollout_ref.model.lora_rank=8",

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,8 @@ def test_job_launch_claims_once_and_writes_the_run_dir(project, engineer, prompt
     job.refresh_from_db()
     assert job.state == JobState.RUNNING and job.attempt_count == 1
     run_dir = Path(job.run_dir)
-    assert run_dir == (Path(settings.RUNS_ROOT) / project.slug / str(job.pk)).resolve()
+    assert run_dir.parent == (Path(settings.RUNS_ROOT) / project.slug).resolve()
+    assert re.fullmatch(rf"{job.pk}-[0-9a-f]{{12}}", run_dir.name)  # the job id plus a random run id
     spec = json.loads((run_dir / "job.json").read_text())
     assert spec["kind"] == "grpo" and spec["model"]["path"] == str(tiny_model.path)
     assert spec["hp"]["max_steps"] == 10 and spec["resume_from"] is None

@@ -12,6 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from training.rundir import RunDir, write_atomic
 from webapp.core.audit import audit
 from webapp.core.models import AuditLog, Project
 from webapp.core.services import ApplicationError
@@ -216,7 +217,7 @@ def protected_steps(job: Job) -> set[int]:
                  .values_list("step", flat=True))
     steps |= _guard_target(job)
     if job.run_dir:  # a live attempt (a resume or a KL-guard restore) reading one of our folders
-        prefix = str(Path(job.run_dir) / "checkpoints") + os.sep
+        prefix = str(RunDir(job.run_dir).checkpoints) + os.sep
         for path in JobAttempt.objects.filter(resume_from__startswith=prefix, job__state__in=ACTIVE_STATES) \
                 .values_list("resume_from", flat=True):
             name = Path(path).name
@@ -244,18 +245,14 @@ def write_protected(job: Job) -> set[int]:
     steps = protected_steps(job)
     if not job.run_dir or not Path(job.run_dir).is_dir():
         return steps
-    root = Path(job.run_dir) / "checkpoints"
-    root.mkdir(exist_ok=True)
-    path = root / PROTECTED_FILE
+    path = RunDir(job.run_dir).checkpoints / PROTECTED_FILE
     text = json.dumps(sorted(steps))
     try:
         if path.read_text() == text:
             return steps
     except OSError:
         pass
-    tmp = root / f".tmp-{PROTECTED_FILE}.{os.getpid()}"
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)
     return steps
 
 
@@ -286,7 +283,7 @@ def retention_apply(*, job: Job) -> list[int]:
     protected = write_protected(job)
     available = list(Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE))
     doomed = set(plan_retention([c.step for c in available], keep_last_k(job), protected))
-    root = Path(job.run_dir) / "checkpoints"
+    root = RunDir(job.run_dir).checkpoints
     deleted = []
     for ckpt in sorted((c for c in available if c.step in doomed), key=lambda c: c.step):
         folder = Path(ckpt.path)

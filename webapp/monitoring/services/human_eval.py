@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import json
 import random
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
 
+from training.rundir import RunDir, read_jsonl
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import (
@@ -24,34 +24,18 @@ from webapp.runs.models import Checkpoint, RunEvent
 MAX_ITEMS = 500
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as fh:
-            for line in fh:
-                try:
-                    row = json.loads(line)
-                except ValueError:
-                    continue  # a torn last line
-                if isinstance(row, dict):
-                    rows.append(row)
-    except OSError:
-        return []
-    return rows
-
-
 def sample_source(checkpoint: Checkpoint) -> tuple[str, int | None, list[dict[str, Any]]]:
     """The validation samples of the checkpoint: training-time ones at its step, else its latest evaluation."""
     from training.ingest import read_samples
 
     job = checkpoint.job
-    if job.run_dir and (Path(job.run_dir) / "samples" / "val" / f"{checkpoint.step}.jsonl").exists():
+    if job.run_dir and RunDir(job.run_dir).samples("val", checkpoint.step).exists():
         return (f"validation samples at step {checkpoint.step}", checkpoint.step,
                 read_samples(job.run_dir, "val", checkpoint.step))
     evaluation = CheckpointEvaluation.objects.filter(checkpoint=checkpoint, status=EvaluationStatus.SUCCEEDED) \
         .exclude(samples_path="").order_by("-created_at").first()
     if evaluation is not None:
-        return f"evaluation #{evaluation.pk}", checkpoint.step, _read_jsonl(Path(evaluation.samples_path))
+        return f"evaluation #{evaluation.pk}", checkpoint.step, read_jsonl(evaluation.samples_path)
     return "", None, []
 
 

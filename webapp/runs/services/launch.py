@@ -4,9 +4,7 @@ detached supervisor (training.supervisor) and returns; `sync.py` follows the run
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import socket
 import time
 from pathlib import Path
@@ -17,12 +15,13 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from training.rundir import RunDir, claim_run_dir, write_atomic, write_json, write_jsonl
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, RunEvent
 from webapp.runs.services import config as cfg
 from webapp.runs.services.data import Pinned, pinned_records
-from webapp.runs.services.spec import JobPlan, job_spec, plan_job, reward_filename, run_dir_for
+from webapp.runs.services.spec import JobPlan, job_spec, plan_job, reward_filename
 
 log = logging.getLogger(__name__)
 # A resume that waits for the previous attempt to stop gives up after this long.
@@ -150,29 +149,33 @@ def job_create_child(*, parent: Job, checkpoint: Checkpoint, user, hp_overrides:
 
 # -- launch (Celery task body) -----------------------------------------------------------------
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    _atomic_write(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+def own_run_dir(job: Job) -> Path:
+    """The job's run directory: claimed (new and empty, a random run id in its name) on the first
+    launch and stored on the job; later attempts reuse it. A database id that repeats after a reset
+    therefore never leads a job into another job's files."""
+    if job.run_dir:
+        return Path(job.run_dir)
+    run = claim_run_dir(Path(settings.RUNS_ROOT) / job.project.slug, str(job.pk))
+    if not Job.objects.filter(pk=job.pk, run_dir="").update(run_dir=str(run.path)):
+        run.path.rmdir()  # stored meanwhile by another launch: use that one
+        job.refresh_from_db(fields=["run_dir"])
+        return Path(job.run_dir)
+    job.run_dir = str(run.path)
+    return run.path
 
 
 def write_run_files(job: Job, run_dir: Path, resume_from: str | None) -> dict[str, Any]:
     """Data, reward sources (first launch only) and job.json (every launch: hp and resume_from may change)."""
-    data_ready = (run_dir / "data" / "train.jsonl").exists()
-    if not data_ready:
+    run = RunDir(run_dir)
+    if not run.data("train").exists():
         train, val = pinned_records(job)
-        _write_jsonl(run_dir / "data" / "train.jsonl", train)
+        write_jsonl(run.data("train"), train)
         if val:
-            _write_jsonl(run_dir / "data" / "val.jsonl", val)
+            write_jsonl(run.data("val"), val)
         for rv in job.reward_versions.select_related("function"):
-            _atomic_write(run_dir / "reward" / reward_filename(rv), rv.source)
-    spec = job_spec(job, resume_from=resume_from or None, has_val=(run_dir / "data" / "val.jsonl").exists())
-    _atomic_write(run_dir / "job.json", json.dumps(spec, indent=1))
+            write_atomic(run.reward_dir / reward_filename(rv), rv.source)
+    spec = job_spec(job, resume_from=resume_from or None, has_val=run.data("val").exists())
+    write_json(run.job_spec, spec)
     return spec
 
 
@@ -191,7 +194,7 @@ def _previous_alive(job: Job) -> JobAttempt | None:
         .order_by("-number").first()
     if prev is None or not job.run_dir:
         return None
-    adir = Path(job.run_dir) / "attempts" / str(prev.number)
+    adir = RunDir(job.run_dir).attempt(prev.number).path
     return prev if attempt_state(adir, settings.RUN_HEARTBEAT_STALE_S) == "running" else None
 
 
@@ -223,16 +226,14 @@ def job_launch(job_id: int) -> str:
             Job.objects.filter(pk=job.pk, state=JobState.STARTING).update(state=JobState.QUEUED)
             enqueue_launch(job.pk, job.queue, countdown=2)
             return "deferred"
-        run_dir = run_dir_for(job.project, job.pk).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
+        run_dir = own_run_dir(job).resolve()
         spec = write_run_files(job, run_dir, attempt.resume_from)
         plan = get_backend(job.backend).prepare(spec, run_dir, attempt.number)
-        adir = run_dir / "attempts" / str(attempt.number)
-        adir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(adir / "launch.json", json.dumps(plan.to_json(), indent=1))
+        adir = RunDir(run_dir).attempt(attempt.number).create()
+        write_json(adir.launch, plan.to_json())
         if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
             return _cancelled_before_start(job, attempt)
-        pid = spawn_supervisor(adir)
+        pid = spawn_supervisor(adir.path)
     except BackendError as exc:
         hint = "" if exc.permanent else " (this may clear: resume the job to try again)"
         _fail(job, attempt, exc.message + hint)
@@ -252,7 +253,7 @@ def job_launch(job_id: int) -> str:
     _event(job, "state", f"running (attempt {attempt.number}, {attempt.reason})", step=step,
            state=JobState.RUNNING, attempt=attempt.number, pid=pid)
     if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():  # cancelled while we spawned
-        _request_stop(run_dir / "attempts" / str(attempt.number))
+        _request_stop(RunDir(run_dir).attempt(attempt.number).path)
     return "launched"
 
 
@@ -273,11 +274,8 @@ def _cancelled_before_start(job: Job, attempt: JobAttempt) -> str:
 def _request_stop(attempt_dir: Path) -> None:
     from training.supervisor import cancel
 
-    try:
-        cancel(attempt_dir)
-    except FileNotFoundError:
-        attempt_dir.mkdir(parents=True, exist_ok=True)
-        (attempt_dir / "CANCEL").write_text(str(time.time()))
+    attempt_dir.mkdir(parents=True, exist_ok=True)
+    cancel(attempt_dir)
 
 
 def current_attempt(job: Job) -> JobAttempt | None:
@@ -295,7 +293,7 @@ def job_cancel(*, job: Job, user) -> Job:
     job.save(update_fields=["cancel_requested", "updated_at"])
     running = job.attempts.filter(supervisor_pid__isnull=False, state__in=[JobState.STARTING, JobState.RUNNING])
     for attempt in running:
-        _request_stop(Path(job.run_dir) / "attempts" / str(attempt.number))
+        _request_stop(RunDir(job.run_dir).attempt(attempt.number).path)
     now = timezone.now()
     if job.state == JobState.QUEUED:
         job.attempts.filter(state=JobState.QUEUED).update(state=JobState.CANCELLED, ended_at=now)
@@ -355,7 +353,7 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
     if was_running:
         for attempt in job.attempts.filter(supervisor_pid__isnull=False,
                                            state__in=[JobState.STARTING, JobState.RUNNING]):
-            _request_stop(Path(job.run_dir) / "attempts" / str(attempt.number))
+            _request_stop(RunDir(job.run_dir).attempt(attempt.number).path)
     attempt = JobAttempt.objects.create(job=job, number=_next_attempt_number(job), reason=reason,
                                         resume_from=target.path, state=JobState.QUEUED)
     job.state, job.cancel_requested, job.error, job.finished_at = JobState.QUEUED, False, "", None

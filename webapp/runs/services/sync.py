@@ -9,7 +9,6 @@ runs when that module exists (the KL guard lives there).
 from __future__ import annotations
 
 import importlib
-import json
 import logging
 import time
 from datetime import UTC, datetime, timedelta
@@ -21,6 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from training.rundir import AttemptDir, RunDir, read_json
 from webapp.runs.models import (
     ACTIVE_STATES,
     Checkpoint,
@@ -37,8 +37,8 @@ LIVE = (JobState.STARTING, JobState.RUNNING)
 ERROR_TAIL_LINES = 40
 
 
-def attempt_dir(job: Job, number: int) -> Path:
-    return Path(job.run_dir) / "attempts" / str(number)
+def attempt_dir(job: Job, number: int) -> AttemptDir:
+    return RunDir(job.run_dir).attempt(number)
 
 
 def tail_lines(path: Path, n: int = 200, max_bytes: int = 256 * 1024) -> list[str]:
@@ -55,14 +55,6 @@ def tail_lines(path: Path, n: int = 200, max_bytes: int = 256 * 1024) -> list[st
     if size > max_bytes and lines:
         lines = lines[1:]  # first line is probably cut
     return lines[-n:]
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-        return data if isinstance(data, dict) else None
-    except (OSError, ValueError):
-        return None
 
 
 # -- metrics -----------------------------------------------------------------------------------
@@ -85,7 +77,7 @@ def _tail_state(tail) -> dict:
 
 def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
     """Upsert the lines added to this attempt's metrics.jsonl since the last call; return the new points."""
-    tail = _tail_for(attempt_dir(job, attempt.number) / "metrics.jsonl", attempt.ingest or {})
+    tail = _tail_for(attempt_dir(job, attempt.number).metrics, attempt.ingest or {})
     records = tail.read_new()
     state = _tail_state(tail)
     if state != attempt.ingest:
@@ -153,7 +145,7 @@ def sync_checkpoints(job: Job) -> list[Checkpoint]:
 # -- attempt and job state ---------------------------------------------------------------------
 
 def _finish_attempt(job: Job, attempt: JobAttempt) -> None:
-    info = _read_json(attempt_dir(job, attempt.number) / "exit.json") or {}
+    info = read_json(attempt_dir(job, attempt.number).exit) or {}
     rc = info.get("returncode")
     if info.get("cancelled"):
         state = JobState.CANCELLED
@@ -173,8 +165,9 @@ def _mark_lost(job: Job, attempt: JobAttempt) -> None:
 
 
 def _error_text(job: Job, attempt: JobAttempt) -> str:
-    info = _read_json(attempt_dir(job, attempt.number) / "exit.json") or {}
-    lines = tail_lines(attempt_dir(job, attempt.number) / "log.txt", ERROR_TAIL_LINES)
+    adir = attempt_dir(job, attempt.number)
+    info = read_json(adir.exit) or {}
+    lines = tail_lines(adir.log, ERROR_TAIL_LINES)
     head = f"exit code {info.get('returncode')}" + (f": {info['error']}" if info.get("error") else "")
     return head + ("\n" + "\n".join(lines) if lines else "")
 
@@ -230,12 +223,12 @@ def sync_job(job: Job) -> list[MetricPoint]:
             for attempt in job.attempts.filter(supervisor_pid__isnull=False, state__in=LIVE).order_by("number"):
                 adir = attempt_dir(job, attempt.number)
                 # Read the state first: exit.json is written after the child's last metrics line.
-                status = attempt_state(adir, settings.RUN_HEARTBEAT_STALE_S)
+                status = attempt_state(adir.path, settings.RUN_HEARTBEAT_STALE_S)
                 points = ingest_attempt_metrics(job, attempt)
                 new_points += points
                 if points:
                     latest_step = max(p.step for p in points)
-                beat = (_read_json(adir / "heartbeat") or {}).get("time", beat)
+                beat = (read_json(adir.heartbeat) or {}).get("time", beat)
                 if status == "exited":
                     _finish_attempt(job, attempt)
                 elif status == "lost":

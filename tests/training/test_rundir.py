@@ -1,0 +1,73 @@
+"""The run directory module: paths, the atomic write, the JSONL reader, and the docs that show its layout."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from training.rundir import (
+    LAYOUT,
+    RunDir,
+    RunDirError,
+    claim_run_dir,
+    layout_text,
+    read_jsonl,
+    write_atomic,
+    write_jsonl,
+)
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "run-directory.md"
+
+
+def test_docs_show_the_layout_the_module_defines():
+    blocks = re.findall(r"```\n(.*?)```", DOCS.read_text(), flags=re.S)
+    assert blocks and blocks[0] == layout_text(), "docs/run-directory.md: paste the output of python -m training.rundir"
+
+
+def test_every_path_of_the_layout_has_a_home_in_rundir():
+    run = RunDir("/r")
+    attempt = run.attempt(3)
+    assert {attempt.launch.name, attempt.supervisor_pid.name, attempt.heartbeat.name, attempt.log.name,
+            attempt.metrics.name, attempt.cancel.name, attempt.exit.name} == \
+        {p.strip() for p, _ in LAYOUT[5:12]}
+    assert attempt.path == Path("/r/attempts/3") and attempt.number == 3
+    assert run.samples("val", 7) == Path("/r/samples/val/7.jsonl") and run.data("val") == Path("/r/data/val.jsonl")
+    with pytest.raises(RunDirError, match="attempt must be an integer >= 1"):
+        run.attempt(0)
+    with pytest.raises(RunDirError, match="kind must be"):
+        run.samples_dir("train")
+
+
+def test_attempts_are_listed_in_launch_order(tmp_path):
+    for name in ("10", "2", "1", "notes", "0"):
+        (tmp_path / "attempts" / name).mkdir(parents=True)
+    assert [a.number for a in RunDir(tmp_path).attempts()] == [1, 2, 10]
+
+
+def test_write_atomic_replaces_whole_files_and_leaves_no_temp(tmp_path):
+    target = tmp_path / "deep" / "heartbeat"
+    write_atomic(target, "one")
+    write_atomic(target, b"two")
+    assert target.read_text() == "two" and [p.name for p in target.parent.iterdir()] == ["heartbeat"]
+
+
+def test_read_jsonl_skips_torn_lines_unless_strict(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    write_jsonl(path, [{"a": 1}, {"b": Path("x")}])
+    with path.open("a") as fh:
+        fh.write('[1]\n{"torn": ')
+    assert read_jsonl(path) == [{"a": 1}, {"b": "x"}]
+    with pytest.raises(RunDirError, match="rows.jsonl line 3 is not a JSON object"):
+        read_jsonl(path, strict=True)
+    assert read_jsonl(tmp_path / "missing.jsonl") == []
+    with pytest.raises(RunDirError, match="data file not found"):
+        read_jsonl(tmp_path / "missing.jsonl", strict=True)
+
+
+def test_claimed_run_dirs_are_new_and_never_shared(tmp_path):
+    first, second = claim_run_dir(tmp_path, "1"), claim_run_dir(tmp_path, "1")
+    assert first.path != second.path and list(first.path.iterdir()) == []
+    assert re.fullmatch(r"1-[0-9a-f]{12}", first.path.name)
+    with pytest.raises(RunDirError, match="plain name"):
+        claim_run_dir(tmp_path, "../1")
