@@ -36,8 +36,8 @@ import time
 
 if "_dumps" not in globals():  # imported as a module rather than run as the harness
     from training.sandbox._child_values import (  # noqa: I001
-        _ARGS, _BadReturn, _Timeout, _binds_positionally, _chunk_message, _dumps, _finite_floats, _loads, _loads_view,
-        _short, _tb_text, _to_score, _user_lineno, _write)
+        _ARGS, _BadReturn, _Timeout, _binds_positionally, _chunk_message, _clip_extra, _dumps, _finite_floats, _loads,
+        _loads_view, _short, _tb_text, _to_score, _user_lineno, _write)
 
 _FLUSH_EVERY = 2048  # results sent at least this often; also every 20 ms, and when the batch ends
 _FLUSH_AFTER_S = 0.02
@@ -62,6 +62,7 @@ class Harness:
         self.filename = cfg.get("filename") or "reward.py"
         self.limits = cfg["limits"]
         self.time_limit = float(self.limits["time_limit_s"])
+        self.max_extra = int(self.limits.get("max_extra_chars") or 4096)
         self.limit_now = float(self.limits["load_time_limit_s"])  # what the watchdog enforces right now
         self.main_tid = threading.get_ident()
         self.loop = None
@@ -380,9 +381,11 @@ class Harness:
                 raise _BadReturn(f"returned a dict without a 'score' key (keys: {keys})")
             extra = {str(k): v for k, v in value.items() if k != "score"}
             try:
-                _dumps(extra)
+                size = len(_dumps(extra))
             except Exception as exc:  # noqa: BLE001 - fail this sample, not the chunk
                 raise _BadReturn(_short(f"returned extra values that cannot be sent: {exc}")) from None
+            if size > self.max_extra:
+                extra = _clip_extra(extra, self.max_extra)
             return (_to_score(value["score"], "dict['score']"), extra)
         return _to_score(value, "value")
 

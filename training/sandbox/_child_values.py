@@ -28,7 +28,8 @@ except ImportError:  # the sandbox still works without orjson, only slower
 _MAX_TB = 8000
 _MAX_MSG = 300
 _ARGS = ("data_source", "solution_str", "ground_truth", "extra_info")
-__all__ = ["_ARGS", "_BadReturn", "_Timeout", "_binds_positionally", "_chunk_message", "_dumps", "_finite_floats",
+__all__ = ["_ARGS", "_BadReturn", "_Timeout", "_binds_positionally", "_chunk_message", "_clip_extra", "_dumps",
+           "_finite_floats",
            "_loads", "_loads_view", "_short", "_tb_text", "_to_score", "_user_lineno", "_write"]
 
 
@@ -96,6 +97,20 @@ def _to_score(value: object, what: str) -> float:
     if math.isinf(score):
         raise _BadReturn(f"returned {'-' if score < 0 else ''}inf as {what}")
     return score
+
+
+def _clip_extra(extra: dict, limit: int) -> dict:
+    """Extras whose JSON is longer than `limit`: each value over its share becomes its JSON text, cut, with a
+    marker (the keys stay: VERL needs the same keys from every sample). Done here, per sample, so a reward
+    returning 40 MB per sample never sends more than about `limit` characters of it."""
+    share = max(32, limit // max(1, len(extra)))
+    out = {}
+    for key, value in extra.items():
+        text = _dumps(value).decode("utf-8", "replace")
+        out[key] = value if len(text) <= share else text[:share] + f"… [{len(text) - share:,} more characters]"
+    if len(_dumps(out)) > 2 * limit + 64:  # the keys alone are too many
+        raise _BadReturn(f"returned {len(extra):,} extra keys: more than max_extra_chars={limit} can hold")
+    return out
 
 
 def _user_lineno(exc: BaseException, filename: str) -> int | None:

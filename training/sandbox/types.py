@@ -19,6 +19,7 @@ class SandboxLimits:
     load_time_limit_s: float = 60.0  # importing the module (VERL's scorers import torch: ~5 s)
     tmp_mb: int = 64  # size of the private /tmp
     max_restarts: int = 3  # sandbox restarts (crash, hang) within one batch before giving up on it
+    max_extra_chars: int = 4096  # a sample's extra values (as JSON) beyond this are clipped in the sandbox
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -29,6 +30,8 @@ class SandboxLimits:
                 raise ValueError(f"sandbox limit {f.name} must be a positive number, not {value!r}")
         if self.memory_mb < 64:
             raise ValueError(f"sandbox limit memory_mb must be at least 64 (got {self.memory_mb})")
+        if self.max_extra_chars < 256:
+            raise ValueError(f"sandbox limit max_extra_chars must be at least 256 (got {self.max_extra_chars})")
         if self.max_procs < 4:
             raise ValueError(f"sandbox limit max_procs must be at least 4 (got {self.max_procs})")
 

@@ -317,3 +317,31 @@ def test_closing_kills_the_sandbox_process():
     proc = sb._child.proc
     sb.close()
     assert proc.poll() is not None
+
+
+def test_huge_extras_are_clipped_in_the_sandbox_before_they_reach_this_process(monkeypatch):
+    """A 40 MB extra per sample: the child clips it per sample, so no message here is more than a few KB."""
+    from training.sandbox import process
+
+    seen: list[int] = []
+    real_loads = process.loads
+    monkeypatch.setattr(process, "loads", lambda line: (seen.append(len(line)), real_loads(line))[1])
+    src = ("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+           "    return {'score': 1.0, 'blob': 'x' * (40 << 20), 'n': 3}\n")
+    items = [{"data_source": "d", "solution_str": str(i), "ground_truth": "", "extra_info": None} for i in range(8)]
+    with RewardSandbox(src, limits=SandboxLimits(max_extra_chars=1000), exact_timing=True) as sb:
+        res = sb.score_batch(items)
+    assert [r.score for r in res] == [1.0] * 8 and all(r.error is None for r in res)
+    for r in res:
+        assert r.extra["n"] == 3 and len(r.extra["blob"]) < 1000
+        assert r.extra["blob"].startswith('"xxx') and r.extra["blob"].endswith("more characters]")
+    assert max(seen) < 16_000
+
+
+def test_too_many_extra_keys_fail_the_sample_not_the_batch():
+    src = ("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+           "    return {'score': 1.0, **{f'k{i}': i for i in range(int(solution_str))}}\n")
+    with RewardSandbox(src, limits=SandboxLimits(max_extra_chars=256)) as sb:
+        small, many = sb.score_batch([{"data_source": "d", "solution_str": n, "ground_truth": "", "extra_info": None}
+                                      for n in ("2", "5000")])
+    assert small.score == 1.0 and many.error and "max_extra_chars=256" in many.error
