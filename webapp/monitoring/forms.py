@@ -10,7 +10,13 @@ class RollbackForm(forms.Form):
                           help_text="Blank keeps the run's value.")
     kl_coef = forms.FloatField(required=False, min_value=0, label="New KL coefficient",
                                help_text="Blank keeps the run's value.")
-    stop_parent = forms.BooleanField(required=False, label="Stop this run (it is still running)")
+    stop_parent = forms.BooleanField(required=False, label="Also stop this run (it is still running)")
+
+    def __init__(self, *args, job, **kwargs):
+        kwargs.setdefault("initial", {"stop_parent": job.is_active})
+        super().__init__(*args, **kwargs)
+        if not job.is_active:  # a finished run has nothing to stop: no box that says it is running
+            del self.fields["stop_parent"]
 
     def hp_overrides(self) -> dict[str, float]:
         return {k: self.cleaned_data[k] for k in ("lr", "kl_coef") if self.cleaned_data.get(k) is not None}

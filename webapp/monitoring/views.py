@@ -89,12 +89,12 @@ def promote(request, slug, job_id, step):
 def rollback(request, slug, job_id, step):
     """GET: the confirm page (the dialog's no-JS twin); POST: roll back."""
     access, job = _job(request, slug, job_id, Role.ENGINEER)
-    form = RollbackForm(request.POST or None, initial={"stop_parent": job.is_active})
+    form = RollbackForm(request.POST or None, job=job)
     if request.method == "POST" and form.is_valid():
         try:
             child = services.job_rollback(job=job, step=step, user=request.user,
                                           reason=form.cleaned_data["reason"], hp_overrides=form.hp_overrides(),
-                                          stop_parent=form.cleaned_data["stop_parent"])
+                                          stop_parent=form.cleaned_data.get("stop_parent", False))
         except ApplicationError as exc:
             messages.error(request, exc.message)
             return _back(request, slug, job)

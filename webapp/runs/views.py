@@ -92,7 +92,7 @@ def _preview(project, plan, kwargs) -> dict:
                       reward_spec=plan.reward_spec, versions=plan.reward_versions, models=plan.reward_models,
                       has_val=bool(plan.pinned and plan.pinned.manifest["counts"]["val"]))
     return {"yaml": cfg.to_yaml(spec), "command": dry_run_text(spec, run_dir), "run_dir": str(run_dir),
-            "manifest": plan.pinned.manifest if plan.pinned else {}}
+            "job_id": next_id, "manifest": plan.pinned.manifest if plan.pinned else {}}
 
 
 def _render_form(request, access, form, reward_form, clone_of=None, status=200):

@@ -55,7 +55,7 @@ def monitor_panel(context, job) -> dict:
         "checkpoints": rows, "table_metrics": [label for _, label in table_metrics], "protected": protected,
         "lineage": selectors.lineage(job), "history": history, "guard": guard_status(job),
         "sample_steps": sample_steps(job.run_dir, "val") if job.run_dir else [],
-        "rollback_form": RollbackForm(initial={"stop_parent": job.is_active}), "export_form": ExportForm(),
+        "rollback_form": RollbackForm(job=job), "export_form": ExportForm(),
         "human_eval_form": HumanEvalForm(), "hp": selectors.job_hp(job),
         "kl_threshold": charts.kl_threshold(job.config),
     }

@@ -28,9 +28,13 @@
   function renderProgress(p) {
     if (!p) return;
     $('rv-progress').textContent = p.done + ' done / ' + p.assigned + ' assigned';
-    $('rv-dataset').textContent = 'Dataset: ' + p.decided + ' of ' + p.total + ' pairs decided · ' +
-      p.conflicts + ' conflicts · ' + p.flagged + ' flagged';
-    $('rv-bar').style.width = (p.total ? (100 * p.decided / p.total) : 0).toFixed(1) + '%';
+    $('rv-dataset').textContent = 'Dataset: ' + p.decided + ' of ' + p.total + ' pair' + (p.total === 1 ? '' : 's') +
+      ' decided · ' + p.conflicts + ' conflict' + (p.conflicts === 1 ? '' : 's') + ' · ' + p.flagged + ' flagged';
+    // The bar is the dataset's share of decided pairs, drawn beside the words that say so (your own count is
+    // separate: with overlap 2 your decisions are not final ones yet).
+    const pct = p.total ? Math.min(100, 100 * p.decided / p.total) : 0;
+    $('rv-bar').style.width = pct.toFixed(1) + '%';
+    $('rv-bar-box').setAttribute('aria-valuenow', String(Math.round(pct)));
   }
 
   function renderPane(name, pane) {
