@@ -1,11 +1,14 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from webapp.core.forms import LoginForm
 
 urlpatterns = [
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),  # for non-HTML pages
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(form_class=LoginForm), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

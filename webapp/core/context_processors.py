@@ -1,6 +1,22 @@
 from webapp.core.access import user_role, visible_projects
 from webapp.core.models import Project
 
+# The nav section of a project page, from the path after /p/<slug>/ (the first match wins: the more specific first).
+NAV_SECTIONS = (("jobs/models/", "models"), ("monitor/compare/", "compare"), ("monitor/human-evals/", "human-eval"),
+                ("monitor/", "jobs"), ("jobs/", "jobs"), ("datasets/", "datasets"), ("review/", "review"),
+                ("rewards/", "rewards"))
+
+
+def nav_section(path: str, slug: str) -> str:
+    """"overview" for the project page itself, a section name for pages under it, "" elsewhere."""
+    prefix = f"/p/{slug}/"
+    if not path.startswith(prefix):
+        return ""
+    rest = path[len(prefix):]
+    if not rest:
+        return "overview"
+    return next((name for start, name in NAV_SECTIONS if rest.startswith(start)), "")
+
 
 def workbench(request):
     """Expose the current project (from the URL) and the project switcher list to templates."""
@@ -15,4 +31,5 @@ def workbench(request):
         "nav_projects": visible_projects(request.user).only("slug", "name"),
         "current_project": current,
         "current_role": role,
+        "nav_section": nav_section(request.path, current.slug) if current else "",
     }

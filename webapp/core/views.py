@@ -11,6 +11,7 @@ from webapp.core import services
 from webapp.core.access import project_access, visible_projects
 from webapp.core.forms import MemberForm, ProjectForm, ProjectSettingsForm, apply_error
 from webapp.core.models import AuditLog, Membership, Role
+from webapp.core.onboarding import first_steps, next_step
 
 
 def healthz(request):
@@ -34,7 +35,9 @@ def home(request):
 def project_detail(request, slug):
     access = project_access(request.user, slug)
     project = access.project
-    context = {"project": project, "access": access, "overview": _overview(project)}
+    steps = first_steps(project)
+    context = {"project": project, "access": access, "overview": _overview(project), "steps": steps,
+               "next_step": next_step(steps)}
     return render(request, "core/project.html", context)
 
 
