@@ -34,7 +34,7 @@ def bench_local(model_dir: Path, work: Path, args) -> list[float]:
     run = demo.write_demo_run(work / "local", "grpo", model_dir, hp_overrides={
         "batch_size": args.prompts, "group_size": args.group, "max_steps": args.steps + args.warmup,
         "test_freq": 0, "save_freq": 0, "lr": args.lr, "kl_coef": args.kl})
-    run_job(run, run / "metrics.jsonl", allow_in_process_reward_for_tests=True)
+    run_job(run, run / "metrics.jsonl")
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     return [r["data"]["timing_s/step"] for r in rows if r["step"] > args.warmup]
 

@@ -1,34 +1,20 @@
 """Score responses with a job's `reward` block: function components in the sandbox, model
-components in-process, a weighted sum, then shaping.
+components in-process, then the reward mix (`training.reward_mix`: weighted sum, shaping).
 
-User reward code only ever runs inside `training.sandbox.RewardSandbox`. The in-process
-fallback exists for this package's own tests and needs `allow_in_process_for_tests=True`
-*and* a missing sandbox module.
-
-Shaping of the weighted sum `s`:
-- "raw": `s` as is;
-- "binary": 1.0 if `s >= 0.5` else 0.0;
-- "normalized": `tanh(s)`, which squashes any real score into (-1, 1), is monotonic (so it keeps
-  rankings and win/loss outcomes) and is close to the identity near 0.
-A component that fails on an item contributes 0 and the item's `error` says why.
+User reward code only ever runs inside `training.sandbox.RewardSandbox`.
 """
 from __future__ import annotations
 
-import dataclasses
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SHAPINGS = ("raw", "binary", "normalized")
+from training.reward_mix import RewardMixError, check_shaping, mix
+from training.sandbox import RewardLoadError, RewardSandbox, SandboxLimits
 
 
 class RewardConfigError(ValueError):
     """The job's reward block is unusable; the message says which part."""
-
-
-class SandboxUnavailable(RuntimeError):
-    """User reward code needs training.sandbox, which this installation lacks."""
 
 
 @dataclass
@@ -48,82 +34,16 @@ class RewardResult:
     error: str | None = None
 
 
-def shape(raw: float, shaping: str) -> float:
-    """Apply the job's shaping to a weighted-sum score (see module docstring)."""
-    if shaping == "binary":
-        return 1.0 if raw >= 0.5 else 0.0
-    if shaping == "normalized":
-        return math.tanh(raw)
-    if shaping == "raw":
-        return raw
-    raise RewardConfigError(f"reward.shaping must be one of {SHAPINGS}, not {shaping!r}")
-
-
 def join_prompt_response(prompt: str, response: str) -> str:
     """The text a reward model scores; the reward-model trainer uses the same join."""
     return prompt + response
 
 
-def _sandbox_module():
-    """Return training.sandbox, or None when that module does not exist (yet)."""
+def _limits(cfg: dict) -> SandboxLimits:
     try:
-        import training.sandbox as sb
-    except ModuleNotFoundError as exc:
-        if exc.name in ("training.sandbox",):
-            return None
-        raise
-    return sb
-
-
-def _limits(sb, cfg: dict) -> Any:
-    """Build SandboxLimits from the job's `sandbox` block, passing only the fields it knows."""
-    cls = getattr(sb, "SandboxLimits", None)
-    if cls is None:
-        return None
-    if hasattr(cls, "from_dict"):
-        try:
-            return cls.from_dict(cfg)
-        except ValueError as exc:
-            raise RewardConfigError(f"job.sandbox: {exc}") from None
-    if dataclasses.is_dataclass(cls):
-        known = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in cfg.items() if k in known})
-    return cls(**cfg)
-
-
-class _InProcessFunction:
-    """Test-only stand-in for RewardSandbox: exec's the source in this process."""
-
-    def __init__(self, source: str, name: str) -> None:
-        ns: dict[str, Any] = {"__name__": "reward_under_test"}
-        exec(compile(source, "<reward>", "exec"), ns)  # noqa: S102 - tests only, see module docstring
-        if not callable(ns.get(name)):
-            raise RewardConfigError(f"reward source defines no function {name!r}")
-        self.fn = ns[name]
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        return None
-
-    def score_batch(self, items: list[dict]) -> list[Any]:
-        out = []
-        for it in items:
-            try:
-                val = self.fn(**it)
-                score = float(val["score"] if isinstance(val, dict) else val)
-                out.append(_Result(score, val if isinstance(val, dict) else {}, None))
-            except Exception as exc:  # a user bug must not kill training
-                out.append(_Result(None, {}, f"{type(exc).__name__}: {exc}"))
-        return out
-
-
-@dataclass
-class _Result:
-    score: float | None
-    extra: dict
-    error: str | None
+        return SandboxLimits.from_dict(cfg)
+    except ValueError as exc:
+        raise RewardConfigError(f"job.sandbox: {exc}") from None
 
 
 class _ModelComponent:
@@ -159,16 +79,16 @@ class RewardScorer:
     """Scores batches of responses with the job's reward block; use it as a context manager."""
 
     def __init__(self, reward: dict, run_dir: str | Path, *, sandbox: dict | None = None,
-                 device: str = "cpu", allow_in_process_for_tests: bool = False) -> None:
+                 device: str = "cpu") -> None:
         if not isinstance(reward, dict) or not reward.get("components"):
             raise RewardConfigError("reward.components is empty: add at least one function or model component")
-        self.shaping = reward.get("shaping", "raw")
-        if self.shaping not in SHAPINGS:
-            raise RewardConfigError(f"reward.shaping must be one of {SHAPINGS}, not {self.shaping!r}")
+        try:
+            self.shaping = check_shaping(reward.get("shaping", "raw"))
+        except RewardMixError as exc:
+            raise RewardConfigError(str(exc)) from None
         self.run_dir = Path(run_dir)
         self.sandbox_cfg = dict(sandbox or {})
         self.device = device
-        self.allow_in_process = allow_in_process_for_tests
         self.specs = [self._check(i, c) for i, c in enumerate(reward["components"])]
         self.weights = [float(c.get("weight", 1.0)) for c in self.specs]
         self._runners: list[Any] = []
@@ -193,34 +113,21 @@ class RewardScorer:
         return {**comp, "resolved": path}
 
     def __enter__(self) -> RewardScorer:
-        sb = _sandbox_module()
         for spec in self.specs:
             if spec["type"] == "model":
                 self._runners.append(_ModelComponent(spec["resolved"], self.device))
                 continue
-            source = spec["resolved"].read_text()
-            name = spec.get("name") or "compute_score"
-            if sb is not None:
-                runner = sb.RewardSandbox(source, name=name, limits=_limits(sb, self.sandbox_cfg))
-                self.backend = "sandbox"
-                load_error = getattr(sb, "RewardLoadError", None)
-                try:
-                    self._runners.append(runner.__enter__())
-                except Exception as exc:
-                    self.close()
-                    if load_error is not None and isinstance(exc, load_error):
-                        raise RewardConfigError(f"reward {spec['resolved'].name}: {exc}") from None
-                    raise
-                continue
-            elif self.allow_in_process:
-                runner = _InProcessFunction(source, name)
-                self.backend = "in_process_for_tests"
-            else:
+            runner = RewardSandbox(spec["resolved"].read_text(), name=spec.get("name") or "compute_score",
+                                   limits=_limits(self.sandbox_cfg))
+            self.backend = "sandbox"
+            try:
+                self._runners.append(runner.__enter__())
+            except RewardLoadError as exc:
                 self.close()
-                raise SandboxUnavailable(
-                    "the reward sandbox (training.sandbox) is not installed; refusing to run user "
-                    f"reward code from {spec['resolved']} in the training process")
-            self._runners.append(runner.__enter__())
+                raise RewardConfigError(f"reward {spec['resolved'].name}: {exc}") from None
+            except BaseException:
+                self.close()
+                raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -237,29 +144,26 @@ class RewardScorer:
         if not self._runners:
             raise RuntimeError("RewardScorer.score called outside its `with` block")
         per_comp: list[list[float | None]] = []
-        errors: list[list[str]] = [[] for _ in reqs]
+        per_error: list[list[str | None]] = []
         for spec, runner in zip(self.specs, self._runners, strict=True):
             if spec["type"] == "model":
                 per_comp.append(runner.score(reqs))
+                per_error.append([None] * len(reqs))
                 continue
             items = [{"data_source": r.data_source, "solution_str": r.response, "ground_truth": r.ground_truth,
                       "extra_info": r.extra_info} for r in reqs]
             try:
                 results = runner.score_batch(items)
+                scores = [None if res.error or res.score is None else float(res.score) for res in results]
+                errs = [(res.error or "no score") if s is None else None for res, s in zip(results, scores,
+                                                                                            strict=True)]
             except Exception as exc:  # the whole batch failed (time limit, crash)
-                results = [_Result(None, {}, f"{type(exc).__name__}: {exc}") for _ in reqs]
-            scores = []
-            for j, res in enumerate(results):
-                if res.error or res.score is None:
-                    errors[j].append(f"{spec.get('name') or 'compute_score'}: {res.error or 'no score'}")
-                    scores.append(None)
-                else:
-                    scores.append(float(res.score))
+                scores, errs = [None] * len(reqs), [f"{type(exc).__name__}: {exc}"] * len(reqs)
             per_comp.append(scores)
+            per_error.append(errs)
+        names = [spec.get("name") or "compute_score" for spec in self.specs]
         out = []
         for j in range(len(reqs)):
-            comps = [c[j] for c in per_comp]
-            raw = sum(w * (s if s is not None and math.isfinite(s) else 0.0)
-                      for w, s in zip(self.weights, comps, strict=True))
-            out.append(RewardResult(shape(raw, self.shaping), raw, comps, "; ".join(errors[j]) or None))
+            m = mix([c[j] for c in per_comp], self.weights, self.shaping, [e[j] for e in per_error], names)
+            out.append(RewardResult(m.score, m.raw, m.components, m.error))
         return out

@@ -5,16 +5,10 @@ import math
 
 import pytest
 
-from training import reward_client
 from training.demo import EXACT_MATCH_SOURCE
 from training.models import build_tiny_reward_model
-from training.reward_client import (
-    RewardConfigError,
-    RewardRequest,
-    RewardScorer,
-    SandboxUnavailable,
-    shape,
-)
+from training.reward_client import RewardConfigError, RewardRequest, RewardScorer
+from training.reward_mix import RewardMixError, mix, shape
 
 FLAKY = '''
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
@@ -36,8 +30,19 @@ def test_shaping():
     assert shape(3.0, "raw") == 3.0
     assert shape(0.0, "normalized") == 0.0 and -1 < shape(-5, "normalized") < shape(2, "normalized") < 1
     assert shape(2.0, "normalized") == pytest.approx(math.tanh(2.0))
-    with pytest.raises(RewardConfigError):
+    with pytest.raises(RewardMixError):
         shape(1.0, "sigmoid")
+
+
+def test_mix_is_the_weighted_sum_of_usable_scores_then_the_shaping():
+    m = mix([1.0, None, float("nan"), 0.2], [1.0, 3.0, 3.0, 0.5], "binary", [None, "boom", None, None],
+            ["a", "b", "c", "d"])
+    assert m.raw == pytest.approx(1.1) and m.score == 1.0 and m.error == "b: boom"
+    assert m.components[:2] == [1.0, None]
+    with pytest.raises(RewardMixError, match="2 component scores but 1 weights"):
+        mix([1.0, 2.0], [1.0], "raw")
+    with pytest.raises(RewardConfigError, match="reward.shaping must be one of"):
+        RewardScorer({"shaping": "sigmoid", "components": [{"type": "function", "path": "x.py"}]}, "/nowhere")
 
 
 def test_weighted_components_errors_and_model_scores(tmp_path):
@@ -48,7 +53,7 @@ def test_weighted_components_errors_and_model_scores(tmp_path):
         {"type": "function", "path": "reward/flaky.py", "name": "compute_score", "weight": 0.5},
         {"type": "model", "path": str(rm), "weight": 0.0},
     ]}
-    with RewardScorer(reward, run, allow_in_process_for_tests=True) as scorer:
+    with RewardScorer(reward, run) as scorer:
         ok, wrong, boom = scorer.score([RewardRequest("1+1=", "2", "2"), RewardRequest("1+1=", "3", "2"),
                                         RewardRequest("1+1=", "boom", "2")])
     assert ok.score == pytest.approx(1.0 + 0.5 * 2.0) and ok.error is None
@@ -57,23 +62,10 @@ def test_weighted_components_errors_and_model_scores(tmp_path):
     assert isinstance(ok.components[2], float)  # the model component ran (weight 0 keeps sums exact)
 
 
-def test_user_code_never_runs_in_process_without_the_sandbox(tmp_path, monkeypatch):
-    run = _run_dir(tmp_path)
-    monkeypatch.setattr(reward_client, "_sandbox_module", lambda: None)
-    reward = {"shaping": "binary", "components": [{"type": "function", "path": "reward/exact.py"}]}
-    with pytest.raises(SandboxUnavailable, match="refusing to run user reward code"):
-        RewardScorer(reward, run).__enter__()
-    with RewardScorer(reward, run, allow_in_process_for_tests=True) as scorer:  # the test-only path
-        assert scorer.backend == "in_process_for_tests"
-        assert [r.score for r in scorer.score([RewardRequest("", " 7 ", "7")])] == [1.0]
-
-
-def test_the_real_sandbox_is_preferred(tmp_path):
-    if reward_client._sandbox_module() is None:
-        pytest.skip("training.sandbox is not installed")
+def test_function_components_run_in_the_sandbox(tmp_path):
     run = _run_dir(tmp_path)
     reward = {"shaping": "binary", "components": [{"type": "function", "path": "reward/exact.py"}]}
-    with RewardScorer(reward, run, allow_in_process_for_tests=True) as scorer:
+    with RewardScorer(reward, run) as scorer:
         assert scorer.backend == "sandbox"
         assert [r.score for r in scorer.score([RewardRequest("", "7", "7"), RewardRequest("", "8", "7")])] == [1.0, 0.0]
 

@@ -11,8 +11,9 @@ manager then calls `compute_score(data_source=, solution_str=, ground_truth=, ex
   sandbox sees batches even though VERL calls per sample, and only one thread touches it;
 - a model component is scored over HTTP on VERL's reward-model router (the address and the
   reward model's tokenizer arrive as kwargs when `reward.reward_model.enable=True`);
-- components are mixed by weight and shaped (`combine`), and every sample returns the same
-  keys, because VERL builds the extra-info columns from the first sample's keys.
+- components are mixed by `training.reward_mix` (as in the local backend and test-runs), and
+  every sample returns the same keys, because VERL builds the extra-info columns from the first
+  sample's keys.
 """
 from __future__ import annotations
 
@@ -29,24 +30,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from training.reward_client import SHAPINGS, shape
+from training.reward_mix import check_shaping, mix
 from training.winrate import outcome
 
 FIXED_KEYS = ("score", "acc", "reward_error")
 REFERENCE_KEYS = ("reference_score", "win")
 _NAN = float("nan")
-
-
-def combine(scores: Sequence[float], weights: Sequence[float], shaping: str) -> float:
-    """Mix component scores into one reward: the weighted sum, then the job's shaping.
-
-    The shaping is `training.reward_client.shape`, so both backends give a sample the same reward.
-    """
-    if len(scores) != len(weights):
-        raise ValueError("one weight per component score")
-    if shaping not in SHAPINGS:
-        raise ValueError(f"shaping must be one of {SHAPINGS}, got {shaping!r}")
-    return float(shape(float(sum(w * s for w, s in zip(weights, scores, strict=False))), shaping))
 
 
 def json_safe(value: Any) -> Any:
@@ -213,9 +202,7 @@ class RewardRunner:
 
     def __init__(self, config: dict[str, Any]):
         self.config = config
-        self.shaping = config.get("shaping", "raw")
-        if self.shaping not in SHAPINGS:
-            raise ValueError(f"reward shaping must be one of {SHAPINGS}, got {self.shaping!r}")
+        self.shaping = check_shaping(config.get("shaping", "raw"))
         self.score_references = bool(config.get("score_references"))
         self.functions: list[FunctionComponent] = []
         self.batchers: list[MicroBatcher] = []
@@ -276,9 +263,9 @@ class RewardRunner:
 
     def _mix(self, parts: list[tuple[float, dict[str, Any], str | None]]) -> tuple[float, list[str]]:
         names = [f.name for f in self.functions] + [m.name for m in self.models]
-        scores = [p[0] for p in parts]
-        total = combine(scores, [self.weights[n] for n in names], self.shaping)
-        return total, [f"{n}: {p[2]}" for n, p in zip(names, parts, strict=False) if p[2]]
+        mixed = mix([p[0] for p in parts], [self.weights[n] for n in names], self.shaping,
+                    [p[2] for p in parts], names)
+        return mixed.score, mixed.errors
 
     def score(self, data_source: Any, solution_str: Any, ground_truth: Any,
               extra_info: dict[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:

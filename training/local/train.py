@@ -2,7 +2,7 @@
 
 Reads DIR/job.json and its data, writes metrics to $VERL_FILE_LOGGER_PATH (else
 DIR/metrics.jsonl) and checkpoints to DIR/checkpoints. Exit code 2 means the job itself is
-wrong (the message says how), 3 that the reward sandbox is missing; anything else is a crash.
+wrong (the message says how); anything else is a crash.
 """
 from __future__ import annotations
 
@@ -13,18 +13,16 @@ from pathlib import Path
 
 from training.local.common import MetricsLogger, seed_everything, set_threads
 from training.local.config import Job, JobError, load_job
-from training.reward_client import RewardConfigError, RewardScorer, SandboxUnavailable
+from training.reward_client import RewardConfigError, RewardScorer
 
 
-def _scorer(job: Job, device: str, allow_in_process_for_tests: bool) -> RewardScorer | None:
+def _scorer(job: Job, device: str) -> RewardScorer | None:
     if not job.reward or not job.reward.get("components"):
         return None
-    return RewardScorer(job.reward, job.run_dir, sandbox=job.sandbox, device=device,
-                        allow_in_process_for_tests=allow_in_process_for_tests)
+    return RewardScorer(job.reward, job.run_dir, sandbox=job.sandbox, device=device)
 
 
-def run_job(run_dir: str | Path, metrics_path: str | Path | None = None, *,
-            allow_in_process_reward_for_tests: bool = False) -> int:
+def run_job(run_dir: str | Path, metrics_path: str | Path | None = None) -> int:
     """Run the job in `run_dir` to completion; returns the last step trained."""
     # Nothing here may reach a model hub; also keeps HF progress bars out of log.txt.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -38,7 +36,7 @@ def run_job(run_dir: str | Path, metrics_path: str | Path | None = None, *,
     seed_everything(job.hp.seed)
     logger = MetricsLogger(metrics_path or os.environ.get("VERL_FILE_LOGGER_PATH") or job.run_dir / "metrics.jsonl")
     device = str(Runtime(job).device)
-    scorer = _scorer(job, device, allow_in_process_reward_for_tests)
+    scorer = _scorer(job, device)
     if scorer is not None:
         scorer.__enter__()
     try:
@@ -73,9 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     except (JobError, RewardConfigError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
-    except SandboxUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 3
     return 0
 
 

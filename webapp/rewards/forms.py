@@ -5,10 +5,11 @@ from typing import Any
 
 from django import forms
 
+from training.reward_mix import SHAPING_LABELS, SHAPINGS
 from webapp.core.services import ApplicationError
 from webapp.rewards import selectors
 from webapp.rewards.samples import MAX_SAMPLES
-from webapp.rewards.services import SHAPING_LABELS, SHAPINGS, reward_spec_validate
+from webapp.rewards.services import reward_spec_validate
 
 SOURCE_WIDGET = forms.Textarea(attrs={"rows": 22, "spellcheck": "false", "data-code-editor": "python",
                                       "class": "code-source"})

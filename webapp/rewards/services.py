@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db import transaction
 
+from training.reward_mix import SHAPINGS
 from webapp.core.audit import audit
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
@@ -20,12 +21,6 @@ from webapp.rewards.models import RewardFunction, RewardVersion
 
 SOURCE_MAX_CHARS = 200_000
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
-SHAPINGS = ("binary", "normalized", "raw")
-SHAPING_LABELS = {
-    "binary": "Binary: 1 if the weighted score is at least 0.5, else 0",
-    "normalized": "Normalized to [-1, 1] (tanh of the weighted score)",
-    "raw": "Raw weighted score",
-}
 MSG_UNCHANGED = "The source is identical to version {n}; no new version was created."
 
 

@@ -6,6 +6,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from training.reward_mix import SHAPINGS
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
@@ -66,7 +67,7 @@ class JobCreateSerializer(serializers.Serializer):
     reward = serializers.ListField(child=serializers.CharField(), required=False,
                                    help_text="Reward function NAME[:VERSION] or reward model names (weight 1).")
     reward_spec = serializers.JSONField(required=False, help_text='{"shaping", "components": [...]} (wins over reward)')
-    shaping = serializers.ChoiceField(choices=cfg.SHAPINGS, required=False)
+    shaping = serializers.ChoiceField(choices=SHAPINGS, required=False)
     set = serializers.DictField(required=False, default=dict, help_text="Setting overrides, e.g. {\"lr\": 1e-5}.")
     dry_run = serializers.BooleanField(default=False)
 

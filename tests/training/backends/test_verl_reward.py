@@ -14,8 +14,7 @@ import pytest
 
 from training.backends import verl_reward
 from training.backends.verl import VerlBackend
-from training.backends.verl_reward import MicroBatcher, combine, make_compute_score
-from training.reward_client import shape
+from training.backends.verl_reward import MicroBatcher, make_compute_score
 
 
 class FakeSandbox:
@@ -83,13 +82,6 @@ def _sample(i: int, split: str = "train", response: str | None = None) -> dict:
     gt = str(i % 7)
     return {"data_source": "arith", "solution_str": response if response is not None else (gt if i % 2 else "x"),
             "ground_truth": gt, "extra_info": {"split": split, "index": i, "reference": gt}}
-
-
-def test_combine_is_the_weighted_sum_shaped_like_the_local_backend():
-    assert combine([1.0, 0.2], [1.0, 0.5], "raw") == pytest.approx(1.1)
-    assert combine([1.0, 0.2], [1.0, 0.5], "normalized") == pytest.approx(shape(1.1, "normalized"))
-    assert combine([0.4, 0.4], [1.0, 0.5], "binary") == 1.0  # 0.6 >= 0.5
-    assert combine([], [], "raw") == 0.0
 
 
 def test_micro_batcher_gathers_threads_into_batches_and_keeps_order():

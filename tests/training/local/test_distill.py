@@ -43,7 +43,7 @@ def test_reverse_kl_is_zero_for_equal_distributions_and_positive_otherwise():
 def test_distillation_moves_the_student_towards_the_teacher(make_run, read_metrics, mode):
     steps = 60
     run = make_run("distill", max_steps=steps, test_freq=steps, save_freq=0, distill_mode=mode)
-    run_job(run, run / "metrics.jsonl", allow_in_process_reward_for_tests=True)
+    run_job(run, run / "metrics.jsonl")
     m = read_metrics(run / "metrics.jsonl")
     assert m[steps]["val/distill/kd_loss"] < 0.85 * m[0]["val/distill/kd_loss"]
     assert m[steps]["val/distill/top1_agreement"] > m[0]["val/distill/top1_agreement"] + 0.1

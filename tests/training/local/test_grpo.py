@@ -71,7 +71,7 @@ def test_micro_batches_give_the_same_gradient_as_one_batch():
 
 def test_demo_grpo_run_raises_the_reward(make_run, read_metrics, demo_models):
     run = make_run("grpo", max_steps=150, test_freq=0, save_freq=150)
-    run_job(run, run / "metrics.jsonl", allow_in_process_reward_for_tests=True)
+    run_job(run, run / "metrics.jsonl")
     m = read_metrics(run / "metrics.jsonl")
     scores = [m[s]["critic/score/mean"] for s in range(1, 151)]
     first, last = sum(scores[:25]) / 25, sum(scores[-25:]) / 25

@@ -21,13 +21,13 @@ def test_resume_continues_exactly(make_run, read_metrics, kind, lora):
     if kind == "grpo":
         hp.update(batch_size=4, group_size=4)
     full = make_run(kind, "full", **hp)
-    run_job(full, full / "metrics.jsonl", allow_in_process_reward_for_tests=True)
+    run_job(full, full / "metrics.jsonl")
 
     branch = make_run(kind, "branch", **hp)
     job = json.loads((branch / "job.json").read_text())
     job["resume_from"] = str(full / "checkpoints" / "global_step_3")
     (branch / "job.json").write_text(json.dumps(job))
-    run_job(branch, branch / "metrics.jsonl", allow_in_process_reward_for_tests=True)
+    run_job(branch, branch / "metrics.jsonl")
 
     a, b = read_metrics(full / "metrics.jsonl"), read_metrics(branch / "metrics.jsonl")
     assert sorted(a) == [0, 1, 2, 3, 4, 5, 6]
@@ -61,7 +61,7 @@ def test_micro_batches_match_the_whole_batch(make_run, read_metrics, kind, hp):
     whole = make_run(kind, "whole", **common)
     micro = make_run(kind, "micro", **common, micro_batch_size=hp["micro_batch_size"])
     for run in (whole, micro):
-        run_job(run, run / "metrics.jsonl", allow_in_process_reward_for_tests=True)
+        run_job(run, run / "metrics.jsonl")
     a, b = read_metrics(whole / "metrics.jsonl"), read_metrics(micro / "metrics.jsonl")
     for step in (1, 2):
         sa, sb = _stable(a[step]), _stable(b[step])

@@ -39,7 +39,7 @@ def test_bad_hyperparameters_are_refused(make_run, hp, message):
 def test_prompt_longer_than_max_prompt_length_is_refused(make_run):
     run = _edit(make_run("grpo"), max_prompt_length=3)
     with pytest.raises(JobError, match=r"train.jsonl row 1: prompt is 4 tokens, longer than hp.max_prompt_length=3"):
-        run_job(run, allow_in_process_reward_for_tests=True)
+        run_job(run)
 
 
 def test_batch_larger_than_the_data_is_refused(make_run):
@@ -61,4 +61,4 @@ def test_cli_exits_2_with_the_message(make_run):
 def test_lengths_beyond_the_models_positions_are_refused(make_run):
     run = _edit(make_run("grpo"), max_prompt_length=20, max_response_length=20, max_seq_len=64)
     with pytest.raises(JobError, match="exceeds the model's max_position_embeddings = 32"):
-        run_job(run, allow_in_process_reward_for_tests=True)
+        run_job(run)

@@ -22,7 +22,6 @@ from webapp.runs.services.presets import DEFAULT_HP, DEFAULT_KL_GUARD, DEFAULT_V
 KINDS = ("grpo", "distill", "reward_model")
 BACKENDS = ("local", "verl")
 ALL = KINDS
-SHAPINGS = ("binary", "normalized", "raw")
 KL_RECOMMENDED = (0.01, 0.05)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from training.reward_mix import SHAPINGS
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.rewards.models import RewardVersion
@@ -48,8 +49,8 @@ def _resolve_rewards(project, reward_spec: dict, errors: dict) -> tuple[dict, li
     """Validate with the rewards app's own rules; returns (normalised spec, versions, models)."""
     from webapp.rewards.services import reward_spec_validate
 
-    if reward_spec["shaping"] not in cfg.SHAPINGS:
-        errors.setdefault("reward_spec", f"Reward shaping must be one of {', '.join(cfg.SHAPINGS)}.")
+    if reward_spec["shaping"] not in SHAPINGS:
+        errors.setdefault("reward_spec", f"Reward shaping must be one of {', '.join(SHAPINGS)}.")
         return reward_spec, [], []
     if not reward_spec["components"]:
         return reward_spec, [], []  # GRPO refuses this in resolve_config (has_reward=False)

@@ -7,6 +7,7 @@ import time
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from training.reward_mix import SHAPINGS
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.runs.models import FINAL_STATES, Job, JobState
@@ -29,7 +30,7 @@ class Command(BaseCommand):
         parser.add_argument("--dataset", help="NAME[:VERSION] or a version id (default: newest fitting version)")
         parser.add_argument("--reward", action="append", help="reward function NAME[:VERSION] or reward model name "
                                                               "(repeatable, weight 1)")
-        parser.add_argument("--shaping", choices=cfg.SHAPINGS)
+        parser.add_argument("--shaping", choices=SHAPINGS)
         parser.add_argument("--model", help="registered base model name (default: demo-tiny)")
         parser.add_argument("--teacher", help="distillation teacher name (default: demo-teacher)")
         parser.add_argument("--set", dest="set_items", action="extend", nargs="+", default=[], metavar="KEY=VALUE",
