@@ -62,3 +62,11 @@ def export_checkpoint(export_id: int) -> None:
     from webapp.monitoring.services import export_run
 
     export_run(export_id=export_id)
+
+
+@shared_task(name="jobs.tasks.run_reward_test")
+def run_reward_test(run_id: int) -> None:
+    """Score a queued reward test-run in the sandbox (never in a web process); a redelivery does nothing."""
+    from webapp.rewards.scoring import reward_test_run_execute
+
+    reward_test_run_execute(run_id=run_id)

@@ -105,12 +105,14 @@ class RewardTestRunSerializer(serializers.ModelSerializer):
     created_by = serializers.CharField(source="created_by.username", default=None)
     url = serializers.SerializerMethodField()
     results_url = serializers.SerializerMethodField()
+    api_url = serializers.SerializerMethodField()
 
     class Meta:
         model = RewardTestRun
         fields = ["id", "function", "version", "sha256", "entry_point", "dataset_version", "split", "mode",
-                  "sample_count", "state", "isolation", "summary", "error", "error_lineno", "error_traceback",
-                  "duration_ms", "created_by", "created_at", "url", "results_url", "results"]
+                  "sample_count", "done_count", "state", "isolation", "summary", "error", "error_lineno", "error_traceback",
+                  "duration_ms", "created_by", "created_at", "url", "results_url", "api_url",
+                  "results"]
 
     def _url(self, obj) -> str:
         return reverse("rewards:test-run", kwargs={"slug": obj.function.project.slug, "pk": obj.pk})
@@ -120,6 +122,9 @@ class RewardTestRunSerializer(serializers.ModelSerializer):
 
     def get_results_url(self, obj) -> str:
         return self._url(obj) + "?fragment=1"
+
+    def get_api_url(self, obj) -> str:
+        return reverse("rewards-api:test-run-detail", kwargs={"slug": obj.function.project.slug, "pk": obj.pk})
 
 
 class RewardListApi(APIView):
@@ -231,11 +236,12 @@ class RewardModelListApi(APIView):
 
 
 class RewardTestRunCreateApi(APIView):
-    """Run a version (or unsaved `source`) on dataset rows or pasted responses, in the sandbox; stored."""
+    """Queue a test-run of a version (or unsaved `source`) on dataset rows or pasted responses: a worker scores
+    it in the sandbox; follow it at `url` (the test-run's GET) until `state` is succeeded or failed."""
 
     serializer_class = RewardTestRunInputSerializer
 
-    @extend_schema(request=RewardTestRunInputSerializer, responses={201: RewardTestRunSerializer})
+    @extend_schema(request=RewardTestRunInputSerializer, responses={202: RewardTestRunSerializer})
     def post(self, request, slug, pk):
         access = project_access(request.user, slug, Role.ENGINEER)
         function = selectors.reward_function_get(project=access.project, pk=pk)
@@ -265,7 +271,7 @@ class RewardTestRunCreateApi(APIView):
                                                  responses_text=responses or "")
         except ApplicationError as exc:
             return error_response(exc)
-        return Response(RewardTestRunSerializer(run).data, status=status.HTTP_201_CREATED)
+        return Response(RewardTestRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
 class RewardTestRunDetailApi(APIView):

@@ -52,6 +52,8 @@ class RewardVersion(models.Model):
 
 
 class RewardTestRunState(models.TextChoices):
+    QUEUED = "queued", "Queued"  # waiting for a worker (test-runs never run in a web process)
+    RUNNING = "running", "Running"
     SUCCEEDED = "succeeded", "Succeeded"
     FAILED = "failed", "Failed"  # the reward could not be loaded or the sandbox gave up
 
@@ -81,7 +83,13 @@ class RewardTestRun(models.Model):
     split = models.CharField(max_length=8, blank=True)  # "" (all rows), "train" or "val"
     mode = models.CharField(max_length=16, choices=RewardTestRunMode.choices)
     sample_count = models.PositiveIntegerField(default=0)
+    # what the worker needs to build the samples again (they are checked when the run is asked for)
+    limit = models.PositiveIntegerField(null=True, blank=True)
+    responses_text = models.TextField(blank=True)
+    done_count = models.PositiveIntegerField(default=0)  # samples scored so far, for the page's progress
     state = models.CharField(max_length=16, choices=RewardTestRunState.choices, default=RewardTestRunState.SUCCEEDED)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
     isolation = models.CharField(max_length=32, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     results = models.JSONField(default=list, blank=True)
@@ -102,6 +110,10 @@ class RewardTestRun(models.Model):
     @property
     def project(self) -> Project:
         return self.function.project
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (RewardTestRunState.QUEUED, RewardTestRunState.RUNNING)
 
     @property
     def error_lines(self) -> list[int]:

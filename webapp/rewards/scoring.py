@@ -1,6 +1,9 @@
 """Test-runs: score a reward source on dataset rows or pasted responses in the sandbox.
 
-User code never runs in this (web or worker) process: it goes to `training.sandbox.RewardSandbox`,
+A test-run is asked for in a request (`reward_test_run_create`: checked, stored as queued, at most
+REWARD_TEST_RUNS_PER_USER active per user) and run by a Celery worker (`reward_test_run_execute`),
+which stores the progress as it scores; the page follows it. User code never runs in the web or
+worker process: it goes to `training.sandbox.RewardSandbox`,
 a child process that cannot see the app's checkout, settings, database, media or run files
 (`sandbox_hidden_paths`), has no network and runs under memory/CPU/time limits.
 """
@@ -8,12 +11,16 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection, transaction
+from django.utils import timezone
 
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
@@ -26,6 +33,9 @@ from webapp.rewards.services import SOURCE_MAX_CHARS, _check_entry_point
 TEST_RUN_BATCH_LIMIT_S = 60.0
 SPLITS = ("", "train", "val")
 TRACEBACK_KEEP = 8000
+PROGRESS_EVERY_S = 0.5
+# an active test-run older than this lost its worker (the batch limit is 60 s): it no longer counts
+STALE_AFTER = timedelta(minutes=10)
 
 
 def sandbox_limits():
@@ -92,18 +102,27 @@ def _clip_extra(extra: dict) -> dict:
     return extra if len(text) <= sample_lib.KEEP_CHARS else {"_clipped": sample_lib.clip(text)}
 
 
-def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sample_lib.Sample]) -> Scored:
-    """Run `samples` through the sandbox in one batch and summarise; a load failure is reported, not raised."""
+def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sample_lib.Sample],
+                  on_progress: Callable[[int], None] | None = None) -> Scored:
+    """Run `samples` through the sandbox in one batch and summarise; a load failure is reported, not raised.
+
+    `on_progress(done)` is called every PROGRESS_EVERY_S while results come in."""
     from training.sandbox import RewardLoadError, RewardSandbox, SandboxError
 
     out = Scored(mode=mode)
     started = time.perf_counter()
+    scored = []
     try:
         # exact_timing: a test-run shows each sample's time, so an outlier must not hide in a group's mean
         with RewardSandbox(source, name=entry_point, limits=sandbox_limits(),
                            hidden_paths=sandbox_hidden_paths(), exact_timing=True) as sandbox:
             out.isolation = sandbox.mode
-            scored = sandbox.score_batch([s.item for s in samples])
+            report_at = time.monotonic() + PROGRESS_EVERY_S
+            for res in sandbox.iter_scores([s.item for s in samples]):
+                scored.append(res)
+                if on_progress is not None and time.monotonic() >= report_at:
+                    on_progress(len(scored))
+                    report_at = time.monotonic() + PROGRESS_EVERY_S
     except RewardLoadError as exc:
         out.error, out.error_lineno = f"The reward could not be loaded: {exc.message}", exc.lineno
         out.error_traceback = (exc.traceback or exc.stderr or "")[-TRACEBACK_KEEP:]
@@ -179,11 +198,34 @@ def prepare_samples(*, project, dataset_version=None, split: str = "", limit: in
         raise ApplicationError(str(exc), field=field_name) from None
 
 
+def _enqueue(run_id: int) -> None:
+    from jobs.tasks import run_reward_test
+
+    run_reward_test.apply_async(args=[run_id], queue="cpu")
+
+
+def _check_user_limit(user) -> None:
+    """At most REWARD_TEST_RUNS_PER_USER queued or running test-runs per user (the user row is locked,
+    so two requests at once cannot both take the last slot); stale ones are closed as lost."""
+    if user is None or not getattr(user, "pk", None):
+        return
+    get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+    active = RewardTestRun.objects.filter(created_by=user, state__in=(RewardTestRunState.QUEUED,
+                                                                      RewardTestRunState.RUNNING))
+    active.filter(created_at__lt=timezone.now() - STALE_AFTER).update(
+        state=RewardTestRunState.FAILED, finished_at=timezone.now(),
+        error="No worker finished this test-run (lost); run it again.")
+    limit = int(settings.REWARD_TEST_RUNS_PER_USER)
+    if active.count() >= limit:
+        raise ApplicationError(f"You already have {limit} test-run{'s' if limit != 1 else ''} queued or running; "
+                               "wait for one to finish.", field="source")
+
+
 def reward_test_run_create(*, function: RewardFunction, user, source: str | None = None,
                            version: RewardVersion | None = None, entry_point: str | None = None,
                            dataset_version=None, split: str = "", limit: int | None = 20,
                            responses_text: str = "") -> RewardTestRun:
-    """Score a saved version (or an unsaved draft `source`) and store the test-run."""
+    """Check and queue a test-run of a saved version (or an unsaved draft `source`) for a worker."""
     if version is not None and version.function_id != function.pk:
         raise ApplicationError("That version belongs to another reward function.", field="version")
     if source is None:
@@ -203,18 +245,48 @@ def reward_test_run_create(*, function: RewardFunction, user, source: str | None
         version = function.versions.filter(sha256=sha, entry_point=entry_point).order_by("-number").first()
     mode, samples = prepare_samples(project=function.project, dataset_version=dataset_version, split=split,
                                     limit=limit, responses_text=responses_text)
-    scored = score_samples(source=source, entry_point=entry_point, mode=mode, samples=samples)
     with transaction.atomic():
+        _check_user_limit(user)
         run = RewardTestRun.objects.create(
             function=function, version=version, source=source, sha256=sha, entry_point=entry_point,
-            dataset_version=dataset_version, split=split, mode=mode, sample_count=len(samples),
-            state=RewardTestRunState.SUCCEEDED if scored.ok else RewardTestRunState.FAILED, isolation=scored.isolation,
-            summary=scored.summary, results=scored.results, error=scored.error, error_lineno=scored.error_lineno,
-            error_traceback=scored.error_traceback, duration_ms=scored.duration_ms, created_by=user)
-        what = f"v{version.number}" if version else f"draft {sha[:12]}"
-        on = str(dataset_version) if dataset_version else "pasted responses"
-        audit(actor=user, action="reward.test_run", project=function.project, obj=run,
-              summary=f"Test-run of {function.name} {what} on {on}: {len(samples)} samples, {run.state}")
+            dataset_version=dataset_version, split=split, mode=mode, sample_count=len(samples), limit=limit,
+            responses_text=responses_text, state=RewardTestRunState.QUEUED, created_by=user)
+        transaction.on_commit(lambda: _enqueue(run.pk))
+    run.refresh_from_db()  # as stored now (a worker may already have it)
+    return run
+
+
+def reward_test_run_execute(*, run_id: int) -> RewardTestRun | None:
+    """Run a queued test-run (on a worker); a redelivered or finished one is left alone."""
+    claimed = RewardTestRun.objects.filter(pk=run_id, state=RewardTestRunState.QUEUED).update(
+        state=RewardTestRunState.RUNNING, started_at=timezone.now())
+    run = RewardTestRun.objects.select_related("function__project", "dataset_version__dataset", "version",
+                                               "created_by").filter(pk=run_id).first()
+    if not claimed or run is None:
+        return run
+    try:
+        mode, samples = prepare_samples(project=run.function.project, dataset_version=run.dataset_version,
+                                        split=run.split, limit=run.limit, responses_text=run.responses_text)
+    except ApplicationError as exc:  # the dataset changed since the run was asked for
+        scored = Scored(mode=run.mode, error=exc.message)
+        samples = []
+    else:
+        def progress(done: int) -> None:
+            RewardTestRun.objects.filter(pk=run_id).update(done_count=done)
+
+        scored = score_samples(source=run.source, entry_point=run.entry_point, mode=mode, samples=samples,
+                               on_progress=progress)
+    with transaction.atomic():
+        run.sample_count, run.done_count = len(samples), len(scored.results)
+        run.state = RewardTestRunState.SUCCEEDED if scored.ok else RewardTestRunState.FAILED
+        run.isolation, run.summary, run.results = scored.isolation, scored.summary, scored.results
+        run.error, run.error_lineno, run.error_traceback = scored.error, scored.error_lineno, scored.error_traceback
+        run.duration_ms, run.finished_at = scored.duration_ms, timezone.now()
+        run.save()
+        what = f"v{run.version.number}" if run.version else f"draft {run.sha256[:12]}"
+        on = str(run.dataset_version) if run.dataset_version else "pasted responses"
+        audit(actor=run.created_by, action="reward.test_run", project=run.function.project, obj=run,
+              summary=f"Test-run of {run.function.name} {what} on {on}: {len(samples)} samples, {run.state}")
     return run
 
 

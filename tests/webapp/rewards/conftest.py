@@ -14,6 +14,28 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
 
 
 @pytest.fixture(autouse=True)
+def _test_runs_at_once(request, monkeypatch):
+    """Test-runs queued here are run at once, by the same service the worker's task calls (these tests run in a
+    transaction that never commits); tests that start a real worker (`celery_worker_proc`) go through it."""
+    if "celery_worker_proc" in request.fixturenames or "real_queue" in request.fixturenames:
+        return
+    from types import SimpleNamespace
+
+    from django.db import transaction
+
+    from webapp.rewards import scoring
+
+    monkeypatch.setattr(scoring, "transaction", SimpleNamespace(atomic=transaction.atomic,
+                                                                on_commit=lambda fn, **kw: fn()))
+    monkeypatch.setattr(scoring, "_enqueue", lambda run_id: scoring.reward_test_run_execute(run_id=run_id))
+
+
+@pytest.fixture
+def real_queue():
+    """Marks a test that sees test-runs queued as in production (nothing runs them unless it does)."""
+
+
+@pytest.fixture(autouse=True)
 def _fast_passwords(settings):
     """The personas are created with passwords; a fast hasher keeps these tests quick on 2 cores."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

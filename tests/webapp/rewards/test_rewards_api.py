@@ -74,7 +74,7 @@ def test_check_endpoint(api_for, engineer, project):
 def test_test_run_on_a_version_with_limit(api_for, engineer, project, reward_fn, arith):
     resp = api_for(engineer).post(f"{base(project)}{reward_fn.pk}/test-run/",
                                   {"version": 1, "dataset_version": arith.pk, "limit": 4}, format="json")
-    assert resp.status_code == 201
+    assert resp.status_code == 202
     body = resp.json()
     assert body["version"] == 1 and body["mode"] == "reference" and body["sample_count"] == 4
     assert [r["score"] for r in body["results"]] == [1.0] * 4 and body["summary"]["all"]["mean"] == 1.0
@@ -86,7 +86,7 @@ def test_test_run_with_a_json_list_of_responses(api_for, engineer, project, rewa
     resp = api_for(engineer).post(f"{base(project)}{reward_fn.pk}/test-run/", {
         "responses": [{"response": "7", "ground_truth": "7"}, {"response": "7", "ground_truth": "8"}]},
         format="json")
-    assert resp.status_code == 201 and [r["score"] for r in resp.json()["results"]] == [1.0, 0.0]
+    assert resp.status_code == 202 and [r["score"] for r in resp.json()["results"]] == [1.0, 0.0]
 
 
 @pytest.mark.parametrize("payload, field", [

@@ -25,7 +25,8 @@ def marked_lines(pg) -> list[int]:
         return out; }""")
 
 
-def test_write_test_run_and_save_in_the_browser(page, live_server, engineer, arith, shot):  # noqa: F811
+def test_write_test_run_and_save_in_the_browser(page, live_server, engineer, arith, shot,  # noqa: F811
+                                             celery_worker_proc):  # test-runs are scored on a worker
     login(page, live_server, "erin", "pw-for-tests-1")
     page.route("**/*", lambda route: route.abort() if not route.request.url.startswith(live_server.url)
                else route.continue_())  # everything is served locally: no CDN

@@ -28,7 +28,7 @@ def _run(client, project, reward_fn, arith, source: str, responses: str = "1"):
     resp = client.post(f"/api/projects/{project.slug}/rewards/{reward_fn.pk}/test-run/",
                        {"source": source, "dataset_version": arith.pk, "responses": responses},
                        content_type="application/json")
-    assert resp.status_code == 201, resp.content
+    assert resp.status_code == 202, resp.content
     return resp.json()
 
 

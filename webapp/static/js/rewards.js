@@ -102,6 +102,35 @@
     slot.hidden = false;
   }
 
+  // A test-run is scored on a worker: poll it until it has finished, showing how far it got.
+  async function followTestRun(run, status) {
+    let wait = 300;
+    while (run.state === 'queued' || run.state === 'running') {
+      status.textContent = run.state === 'queued' ? 'Queued for a worker…'
+        : 'Running in the sandbox… ' + run.done_count + ' of ' + run.sample_count + ' samples';
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(1000, wait + 100);
+      run = await window.wb.get(run.api_url);
+    }
+    return run;
+  }
+
+  // A page opened on an unfinished test-run (the form without JavaScript, a permalink): follow it in place.
+  async function followShownTestRun() {
+    const marker = document.querySelector('[data-test-run-follow]');
+    if (!marker) return;
+    const section = marker.closest('section');
+    let run = await window.wb.get(marker.getAttribute('data-test-run-follow'));
+    await followTestRun(run, marker);
+    const resp = await fetch(marker.getAttribute('data-results-url'), {credentials: 'same-origin'});
+    const holder = document.createElement('div');
+    holder.innerHTML = await resp.text();
+    const fresh = holder.querySelector('section');
+    section.replaceWith(fresh);
+    window.wb.localTimes(fresh);
+    drawHistograms(fresh);
+  }
+
   function setupTestRun(cm) {
     const form = document.getElementById('test-run-form');
     if (!form) return;
@@ -121,9 +150,10 @@
       if (form.responses.value.trim()) payload.responses = form.responses.value;
       form.querySelectorAll('[data-field-error]').forEach((p) => { p.hidden = true; });
       button.disabled = true;
-      status.textContent = 'Running in the sandbox…';
+      status.textContent = 'Queued for a worker…';
       try {
-        const run = await window.wb.post(form.getAttribute('data-api-url'), payload);
+        let run = await window.wb.post(form.getAttribute('data-api-url'), payload);
+        run = await followTestRun(run, status);
         const resp = await fetch(run.results_url, {credentials: 'same-origin'});
         const area = document.getElementById('test-run-area');
         area.innerHTML = await resp.text();
@@ -206,6 +236,7 @@
     setupCheck(main);
     setupTemplates(main);
     drawHistograms(document);
+    followShownTestRun();
     window.wbRewards = {editors, markLines, drawHistograms};
   });
 })();
