@@ -110,7 +110,8 @@ class RewardTestRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = RewardTestRun
         fields = ["id", "function", "version", "sha256", "entry_point", "dataset_version", "split", "mode",
-                  "sample_count", "done_count", "state", "isolation", "summary", "error", "error_lineno", "error_traceback",
+                  "sample_count", "done_count", "state", "isolation", "summary", "error", "error_lineno",
+                  "error_traceback",
                   "duration_ms", "created_by", "created_at", "url", "results_url", "api_url",
                   "results"]
 
