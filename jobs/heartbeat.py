@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 
 from celery import bootsteps
 
@@ -32,7 +33,7 @@ class WorkerHeartbeat(bootsteps.StartStopStep):
         from webapp.runs.services.workers import beat
 
         try:
-            beat(self.name, {"queues": self.queues})
+            beat(self.name, {"queues": self.queues, "pid": os.getpid()})
         except OSError as exc:  # a full or read-only disk must not stop the worker
             log.warning("worker heartbeat not written: %s", exc)
 

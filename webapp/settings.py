@@ -176,6 +176,9 @@ if not REDIS_URL and _private_redis.exists():
     _url = _private_redis.read_text().strip()
     if Path(_url.partition("://")[2]).is_socket():
         REDIS_URL = _url
+# redis-py (the throttle cache below) spells a unix socket unix://, kombu redis+socket://.
+REDIS_CLIENT_URL = ("unix://" + REDIS_URL.removeprefix("redis+socket://")
+                    if REDIS_URL.startswith("redis+socket://") else REDIS_URL)
 CELERY_BROKER_URL = REDIS_URL or "filesystem://"
 if not REDIS_URL:
     _broker_dir = VAR_DIR / "celery-broker"
@@ -198,7 +201,7 @@ else:
 # "throttle" holds sign-in failures and API rates: shared by every process (Redis, else files in var/).
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    "throttle": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    "throttle": ({"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_CLIENT_URL}
                  if REDIS_URL else {"BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
                                     "LOCATION": str(VAR_DIR / "cache" / "throttle")}),
 }
