@@ -259,7 +259,11 @@
 
   // -- loading and live polling ------------------------------------------------------------------
   // The job page's progress card shows the step of the same poll as the charts (one number on the page).
-  function announceStep(step) { document.dispatchEvent(new CustomEvent('wb:run-step', {detail: {step}})); }
+  function announceStep(step) {
+    const header = document.getElementById('mon-last-step');
+    if (header) header.textContent = step;
+    document.dispatchEvent(new CustomEvent('wb:run-step', {detail: {step}}));
+  }
   function status(text, isError) {
     const el = $('#mon-status');
     if (el) { el.textContent = text; el.classList.toggle('field-error', !!isError); }
