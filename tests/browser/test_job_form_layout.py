@@ -35,8 +35,11 @@ def test_reward_table_is_fully_visible(browser, live_server, project, engineer, 
     page.goto(f"{live_server.url}/p/acme/jobs/new/")
     page.get_by_label("Kind").select_option("grpo")
     page.wait_for_selector("#reward-card input.weight")
+    page.locator("#reward-card input.weight").first.fill("1")
+    page.wait_for_function("document.getElementById('preview-yaml').textContent.length > 0")  # the panel is full
     b = page.evaluate(BOXES_JS)
     shot(page, f"new-job-{width}")
+    page.screenshot(path=str(shot(page, f"new-job-{width}-viewport")), full_page=False)
     assert b["weights"] and b["versions"]
     assert b["scrollWidth"] <= b["viewport"], "the page scrolls sideways"
     assert b["card"]["right"] <= b["preview"]["left"], "the reward card runs under the Preview panel"
