@@ -1,8 +1,11 @@
 """Pure job-spec -> Hydra override list for `python -m verl.trainer.main_ppo` (verl 0.9.1).
 
-Every key below exists in verl's own `ppo_trainer.yaml`; tests compose the list against the
-installed package with Hydra and run verl's `validate_config`, so a renamed key fails CI
-instead of a GPU run. Nothing here touches the file system.
+Where each hyperparameter goes is declared once, in `training.hparams` (`Setting.verl`); this
+module adds what the run needs besides (paths, reward, logger, resume) and plans the values that
+several settings decide together (batch sizes over the GPUs, the teacher's GPU pool). Every key
+exists in verl's own `ppo_trainer.yaml`; tests compose the list against the installed package
+with Hydra and run verl's `validate_config`, so a renamed key fails CI instead of a GPU run.
+Nothing here touches the file system.
 """
 from __future__ import annotations
 
@@ -12,13 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from training import hparams
 from training.backends.base import BackendError
 from training.rundir import RunDir
 
-ENGINES = ("vllm", "sglang")
-# Largest LoRA rank vLLM accepts (verl/workers/rollout/vllm_rollout/utils.py: MaxLoRARanks).
-MAX_LORA_RANK = 512
-DISTILL_LOSS_MODES = ("forward_kl_topk", "k3", "low_var_kl", "k2", "mse", "abs")
+ENGINES = hparams.ROLLOUT_ENGINES
+MAX_LORA_RANK = hparams.MAX_LORA_RANK
+DISTILL_LOSS_MODES = hparams.BY_KEY["distill_loss"].choices
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9_\-./:@+]+")
 
 
@@ -173,25 +176,6 @@ def decide_resume(spec: dict[str, Any], run_dir: Path, attempt: int, own_latest_
     return Resume("auto" if attempt > 1 else "disable")
 
 
-def _lora_overrides(lora: dict[str, Any]) -> list[tuple[str, Any]]:
-    rank = int(lora.get("rank") or 0)
-    if rank <= 0:
-        return []
-    if rank > MAX_LORA_RANK:
-        raise BackendError(f"hp.lora.rank={rank} is above vLLM's maximum LoRA rank ({MAX_LORA_RANK})")
-    targets = lora.get("targets") or "all-linear"
-    if isinstance(targets, str) and targets != "all-linear":
-        targets = [t.strip() for t in targets.split(",") if t.strip()]
-    return [
-        ("actor_rollout_ref.model.lora_rank", rank),
-        ("actor_rollout_ref.model.lora_alpha", lora.get("alpha", 16)),
-        ("actor_rollout_ref.model.target_modules", targets),
-        # LoRA examples in verl: load real weights into vLLM and sync adapters layer by layer.
-        ("actor_rollout_ref.rollout.load_format", "safetensors"),
-        ("actor_rollout_ref.rollout.layered_summon", True),
-    ]
-
-
 def _reward_overrides(spec: dict[str, Any], reward_module: Path | None, engine: str) -> list[tuple[str, Any]]:
     comps = (spec.get("reward") or {}).get("components") or []
     models = [c for c in comps if c.get("type") == "model"]
@@ -218,11 +202,12 @@ def _distill_overrides(spec: dict[str, Any], gpus: GpuPlan) -> list[tuple[str, A
     teacher = (spec.get("teacher") or {}).get("path")
     if not teacher:
         raise BackendError("on-policy distillation needs teacher.path")
-    mode = hp.get("distill_loss", "forward_kl_topk")
+    mode = hp.get("distill_loss", hparams.BY_KEY["distill_loss"].default)
     if mode not in DISTILL_LOSS_MODES:
         raise BackendError(f"hp.distill_loss must be one of {', '.join(DISTILL_LOSS_MODES)}, got {mode!r}")
     has_task_reward = bool((spec.get("reward") or {}).get("components"))
     return [
+        ("actor_rollout_ref.actor.use_kl_loss", False),  # the teacher replaces the reference policy
         ("distillation.enabled", True),
         ("distillation.n_gpus_per_node", gpus.teacher_gpus_per_node),
         ("distillation.nnodes", gpus.nnodes),
@@ -230,9 +215,22 @@ def _distill_overrides(spec: dict[str, Any], gpus: GpuPlan) -> list[tuple[str, A
         ("distillation.teacher_models.teacher_model.inference.tensor_model_parallel_size", 1),
         # The teacher owns its GPUs, so its engine may take most of their memory.
         ("distillation.teacher_models.teacher_model.inference.gpu_memory_utilization", 0.8),
-        ("distillation.distillation_loss.loss_mode", mode),
         ("distillation.distillation_loss.use_task_rewards", has_task_reward),
     ]
+
+
+def setting_overrides(spec: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The (path, value) pairs of every setting VERL takes for this job's kind, as `training.hparams` maps them."""
+    kind = spec.get("kind", "grpo")
+    out: list[tuple[str, Any]] = []
+    for s in hparams.SETTINGS:
+        if s.verl is None or not s.offered(kind, "verl"):
+            continue
+        try:
+            out += hparams.verl_pairs(s, hparams.value_of(spec, s.key), spec)
+        except ValueError as exc:
+            raise BackendError(str(exc)) from None
+    return out
 
 
 def build_overrides(
@@ -248,30 +246,27 @@ def build_overrides(
                            "run offline distillation on the local backend")
     if kind not in ("grpo", "distill"):
         raise BackendError(f"unknown job kind {kind!r}")
-    hp, verl = spec.get("hp") or {}, spec.get("verl") or {}
+    hp = spec.get("hp") or {}
     model = (spec.get("model") or {}).get("path")
     if not model:
         raise BackendError("model.path is required")
-    engine = verl.get("rollout_engine", "vllm")
+    engine = hparams.value_of(spec, "verl.rollout_engine")
     if engine not in ENGINES:
         raise BackendError(f"verl.rollout_engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     gpus = gpu_plan(spec)
-    tp = int(verl.get("tensor_model_parallel_size", 1))
+    tp = int(hparams.value_of(spec, "verl.tensor_model_parallel_size"))
     if tp < 1 or gpus.n_gpus_per_node % tp:
         raise BackendError(f"tensor_model_parallel_size={tp} must divide the {gpus.n_gpus_per_node} "
                            "student GPU(s) per node")
     distill = is_on_policy_distill(spec)
     has_task_reward = bool((spec.get("reward") or {}).get("components"))
     # Distillation without a task reward learns from the teacher alone: one sample per prompt.
-    group = int(hp.get("group_size", 4)) if (not distill or has_task_reward) else 1
+    group = int(hparams.value_of(spec, "group_size")) if (not distill or has_task_reward) else 1
     if not distill and group < 2:
         raise BackendError("GRPO needs hp.group_size >= 2 (it compares samples of the same prompt)")
-    batches = plan_batches(int(hp.get("batch_size", 64)), group, gpus.student_gpus, n_train_rows,
-                           hp.get("mini_batch_size"), hp.get("micro_batch_size_per_gpu"))
-    kl = float(hp.get("kl_coef", 0.0))
-    use_kl = kl > 0 and not distill  # the teacher replaces the reference policy
-    clip = float(hp.get("clip_ratio", 0.2))
-    seed = int(hp.get("seed", 1))
+    micro = hp.get("micro_batch_size_per_gpu", hp.get("micro_batch_size"))
+    batches = plan_batches(int(hparams.value_of(spec, "batch_size")), group, gpus.student_gpus, n_train_rows,
+                           hp.get("mini_batch_size"), micro)
 
     ov: list[tuple[str, Any]] = [
         ("algorithm.adv_estimator", "grpo"),
@@ -280,34 +275,18 @@ def build_overrides(
         ("data.train_files", str(paths.train_parquet)),
         ("data.val_files", str(paths.val_parquet)),
         ("data.train_batch_size", batches.train_batch_size),
-        ("data.max_prompt_length", int(hp.get("max_prompt_length", 512))),
-        ("data.max_response_length", int(hp.get("max_response_length", 512))),
         ("data.filter_overlong_prompts", True),
         ("data.truncation", "error"),
-        ("data.seed", seed),
         ("actor_rollout_ref.model.path", model),
-        ("actor_rollout_ref.actor.optim.lr", float(hp.get("lr", 1e-6))),
         ("actor_rollout_ref.actor.ppo_mini_batch_size", batches.ppo_mini_batch_size),
         ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", batches.micro_batch_size_per_gpu),
-        ("actor_rollout_ref.actor.use_kl_loss", use_kl),
-        ("actor_rollout_ref.actor.kl_loss_coef", kl),
-        ("actor_rollout_ref.actor.kl_loss_type", hp.get("kl_loss_type", "low_var_kl")),
-        ("actor_rollout_ref.actor.entropy_coeff", 0),
-        ("actor_rollout_ref.actor.clip_ratio_low", clip),
-        ("actor_rollout_ref.actor.clip_ratio_high", clip),
-        ("actor_rollout_ref.actor.loss_agg_mode", hp.get("loss_agg_mode", "token-mean")),
-        ("actor_rollout_ref.rollout.name", engine),
         ("actor_rollout_ref.rollout.n", group),
-        ("actor_rollout_ref.rollout.temperature", float(hp.get("temperature", 1.0))),
-        ("actor_rollout_ref.rollout.tensor_model_parallel_size", tp),
-        ("actor_rollout_ref.rollout.gpu_memory_utilization", float(verl.get("gpu_memory_utilization", 0.4))),
         ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", batches.log_prob_micro_batch_size_per_gpu),
-        ("actor_rollout_ref.rollout.seed", seed),
         ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batches.log_prob_micro_batch_size_per_gpu),
     ]
-    ov += _lora_overrides(hp.get("lora") or {})
+    ov += setting_overrides(spec)
     ov += _reward_overrides(spec, paths.reward_module, engine)
-    ov.append(("reward.num_workers", int(verl.get("reward_workers", 4))))
+    ov.append(("reward.num_workers", int((spec.get("verl") or {}).get("reward_workers", 4))))
     if distill:
         ov += _distill_overrides(spec, gpus)
     ov += [
@@ -317,13 +296,6 @@ def build_overrides(
         ("trainer.default_local_dir", str(paths.checkpoints)),
         ("trainer.rollout_data_dir", str(RunDir(paths.run_dir).samples_dir("rollout"))),
         ("trainer.validation_data_dir", str(RunDir(paths.run_dir).samples_dir("val"))),
-        ("trainer.save_freq", int(hp.get("save_freq") or -1)),
-        ("trainer.test_freq", int(hp.get("test_freq") or -1)),
-        ("trainer.total_epochs", int(hp.get("epochs", 1))),
-    ]
-    if hp.get("max_steps"):
-        ov.append(("trainer.total_training_steps", int(hp["max_steps"])))
-    ov += [
         ("trainer.n_gpus_per_node", gpus.n_gpus_per_node),
         ("trainer.nnodes", gpus.nnodes),
         ("trainer.val_before_train", True),
@@ -331,10 +303,9 @@ def build_overrides(
     ]
     if resume.path:
         ov.append(("trainer.resume_from_path", resume.path))
-    # V0 trainer by default: V1 imports `transfer_queue`, which verl does not declare as a
-    # dependency (ModuleNotFoundError, verl issue #7320), and upstream's `neo` branch returns to
-    # use_v1=false. Jobs that set verl.use_v1 get V1 and must run where TransferQueue is installed.
-    ov.append(("trainer.use_v1", bool(verl.get("use_v1", False))))
+    # trainer.use_v1 (a setting, default False): V1 imports `transfer_queue`, which verl does not
+    # declare as a dependency (ModuleNotFoundError, verl issue #7320); jobs that set it must run
+    # where TransferQueue is installed.
     ov.append(("hydra.run.dir", str(paths.hydra_dir)))
     for key, value in (logger_env or {}).items():
         # The Tracking object lives in a Ray actor; an attached cluster does not inherit our env.

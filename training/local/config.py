@@ -1,12 +1,15 @@
 """job.json -> a validated Job for the local trainers; bad values fail with a clear message."""
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-KINDS = ("grpo", "distill", "reward_model")
+from training import hparams
+
+KINDS = hparams.KINDS
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
 KL_TYPES = ("kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3")
 
@@ -15,38 +18,48 @@ class JobError(ValueError):
     """A job the local backend refuses to run; the message names the offending field."""
 
 
+DEFAULTS = hparams.defaults("hp")
+
+
+def _d(key: str) -> Any:
+    return field(default_factory=lambda: copy.deepcopy(DEFAULTS[key])) if isinstance(DEFAULTS[key], dict) \
+        else DEFAULTS[key]
+
+
 @dataclass
 class HParams:
-    lr: float = 1e-6
-    kl_coef: float = 0.02
-    kl_loss_type: str = "low_var_kl"
-    batch_size: int = 64
-    epochs: int = 1
-    max_steps: int | None = None
-    max_prompt_length: int = 512
-    max_response_length: int = 512
-    max_seq_len: int = 2048
-    group_size: int = 4
-    temperature: float = 1.0
-    clip_ratio: float = 0.2
+    """The settings of `training.hparams` the local trainers read (defaults from there), plus internal knobs."""
+
+    lr: float = _d("lr")
+    kl_coef: float = _d("kl_coef")
+    kl_loss_type: str = _d("kl_loss_type")
+    batch_size: int = _d("batch_size")
+    epochs: int = _d("epochs")
+    max_steps: int | None = _d("max_steps")
+    max_prompt_length: int = _d("max_prompt_length")
+    max_response_length: int = _d("max_response_length")
+    max_seq_len: int = _d("max_seq_len")
+    group_size: int = _d("group_size")
+    temperature: float = _d("temperature")
+    clip_ratio: float = _d("clip_ratio")
     clip_ratio_high: float | None = None
-    loss_agg_mode: str = "token-mean"
-    entropy_coeff: float = 0.0
-    distill_temperature: float = 2.0
-    distill_alpha: float = 0.5
-    distill_mode: str = "offline"
-    lora: dict = field(default_factory=lambda: {"rank": 0, "alpha": 16, "targets": "all-linear"})
-    save_freq: int = 10
-    test_freq: int = 5
+    loss_agg_mode: str = _d("loss_agg_mode")
+    entropy_coeff: float = _d("entropy_coeff")
+    distill_temperature: float = _d("distill_temperature")
+    distill_alpha: float = _d("distill_alpha")
+    distill_mode: str = _d("distill_mode")
+    lora: dict = _d("lora")
+    save_freq: int = _d("save_freq")
+    test_freq: int = _d("test_freq")
     val_before_train: bool = True
-    seed: int = 1
-    device: str = "auto"
-    dtype: str = "auto"
-    keep_last_k: int | None = 3
-    micro_batch_size: int | None = None  # sequences per forward pass; None = whole batch
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    grad_clip: float = 1.0
+    seed: int = _d("seed")
+    device: str = _d("device")
+    dtype: str = _d("dtype")
+    keep_last_k: int | None = _d("keep_last_k")
+    micro_batch_size: int | None = _d("micro_batch_size")  # sequences per forward pass; None = whole batch
+    weight_decay: float = _d("weight_decay")
+    warmup_steps: int = _d("warmup_steps")
+    grad_clip: float = _d("grad_clip")
     val_max_rows: int | None = None
     tie_tolerance: float = 1e-6
 
@@ -184,6 +197,12 @@ def validate(job: Job) -> None:
             raise JobError(f"hp.distill_alpha must be in [0, 1], got {hp.distill_alpha}")
         if hp.distill_temperature <= 0:
             raise JobError(f"hp.distill_temperature must be > 0, got {hp.distill_temperature}")
+    for s in hparams.SETTINGS:  # the schema's ranges for everything else this trainer reads
+        if s.section == "hp" and s.local and job.kind in s.kinds:
+            value = hp.lora.get(s.path[-1]) if s.key.startswith("lora.") else getattr(hp, s.key, None)
+            message = s.range_error(value)
+            if message:
+                raise JobError(f"hp.{s.key}: {message}")
     if job.resume_from is not None:
         if not job.resume_from.is_dir() or not job.resume_from.name.startswith("global_step_"):
             raise JobError(f"resume_from must be an existing global_step_N folder, got {job.resume_from}")

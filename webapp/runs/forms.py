@@ -85,11 +85,15 @@ class JobForm(forms.Form):
         return [self[n] for n in INPUT_FIELDS]
 
     def overrides(self) -> dict[str, Any]:
-        """Settings as overrides: a blank optional setting means None, a blank required one the preset's value."""
+        """The settings offered for the chosen kind and backend, as overrides (the others keep the preset's
+        value): a blank optional setting means None, a blank required one the preset's value."""
         out = {}
+        kind, backend = self.cleaned_data.get("kind"), self.cleaned_data.get("backend")
         for s in cfg.SETTINGS:
             if s.form_name in self.errors:
                 continue  # already refused on its field; plan the rest with the preset's value
+            if kind and backend and not s.offered(kind, backend):
+                continue  # hidden on the form for this kind/backend
             raw = self.data.get(self.add_prefix(s.form_name)) if s.type != "bool" else None
             value = self.cleaned_data.get(s.form_name)
             if s.type == "bool":

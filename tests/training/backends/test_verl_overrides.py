@@ -132,7 +132,7 @@ def test_distillation_splits_gpus_between_student_and_teacher():
 @pytest.mark.parametrize("updates,message", [
     ({"kind": "reward_model"}, "local backend"),
     ({"kind": "distill", "teacher": {"path": "/t"}}, "on-policy"),
-    ({"verl": {"rollout_engine": "hf"}}, "rollout_engine"),
+    ({"verl": {"rollout_engine": "trtllm"}}, "rollout_engine"),
     ({"verl": {"n_gpus_per_node": 2, "tensor_model_parallel_size": 3}}, "must divide"),
     ({"hp": {**HP, "group_size": 1}}, "group_size >= 2"),
     ({"hp": {**HP, "lora": {"rank": 1024}}}, "maximum LoRA rank"),

@@ -64,7 +64,7 @@ def test_every_preset_is_valid_for_its_backend():
     ({"kl_coef": -0.1}, "local", "kl_coef", "negative"),
     ({"clip_ratio": 1.5}, "local", "clip_ratio", "between 0 and 1"),
     ({"temperature": 0}, "local", "temperature", "above 0"),
-    ({"device": "cpu"}, "verl", "device", "VERL needs GPUs"),
+    ({"device": "cpu"}, "verl", "verl.rollout_engine", "vLLM needs CUDA GPUs"),
     ({"kl_guard.enabled": True, "kl_guard.lr_factor": 2}, "local", "kl_guard.lr_factor", "between 0 and 1"),
     ({"kl_guard.enabled": "on", "kl_guard.action": "restore", "save_freq": 0}, "local", "kl_guard.action",
      "needs checkpoints"),
@@ -147,3 +147,56 @@ def test_every_setting_has_a_default():
             node = node[part]
         assert s.path[-1] in node, s.key
     assert BY_KEY["kl_guard.threshold"].form_name == "kl_guard_threshold"
+
+
+@pytest.mark.parametrize("overrides, field, words", [
+    ({"device": "cpu", "verl.strategy": "megatron", "verl.rollout_engine": "hf"}, "verl.strategy",
+     "Megatron needs GPUs"),
+    ({"device": "cpu", "verl.strategy": "fsdp", "verl.rollout_engine": "hf"}, "verl.strategy", "FSDP2"),
+    ({"device": "cpu", "verl.strategy": "fsdp2", "verl.rollout_engine": "sglang"}, "verl.rollout_engine",
+     "SGLang needs CUDA GPUs"),
+    ({"device": "cuda", "verl.rollout_engine": "hf"}, "verl.rollout_engine", "only with device cpu"),
+    ({"device": "auto", "verl.rollout_engine": "hf"}, "verl.rollout_engine", "only with device cpu"),
+    ({"verl.strategy": "deepspeed"}, "verl.strategy", "must be one of fsdp, fsdp2, megatron"),
+])
+def test_strategy_engine_and_device_combinations_are_checked(overrides, field, words):
+    _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", overrides, backend="verl")
+    assert words in errors[field], errors
+
+
+@pytest.mark.parametrize("overrides", [
+    {"device": "cpu", "verl.strategy": "fsdp2", "verl.rollout_engine": "hf"},
+    {"device": "cuda", "verl.strategy": "megatron", "verl.rollout_engine": "vllm"},
+    {"device": "cuda", "verl.strategy": "fsdp2", "verl.rollout_engine": "sglang"},
+    {"device": "auto", "verl.strategy": "fsdp", "verl.rollout_engine": "vllm"},
+])
+def test_valid_strategy_engine_and_device_combinations_pass(overrides):
+    _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", overrides, backend="verl")
+    assert errors == {}
+
+
+def test_a_setting_verl_has_no_key_for_is_refused_for_verl_only():
+    _, errors, _ = resolve_config("distill", "qwen2.5-0.5b-1gpu", {"distill_temperature": 3,
+                                                                   "verl.n_gpus_per_node": 2}, backend="verl")
+    assert "not used by VERL" in errors["distill_temperature"]
+    _, errors, _ = resolve_config("distill", "demo-cpu", {"distill_temperature": 3})
+    assert errors == {}
+
+
+def test_presets_name_only_schema_settings_and_defaults_come_from_the_schema():
+    from training.hparams import BY_KEY as SCHEMA
+    from training.hparams import defaults
+    from training.local.config import HParams
+
+    for name, preset in PRESETS.items():
+        layers = [preset.get("hp") or {}, *(preset.get("kinds") or {}).values()]
+        keys = [k for layer in layers for k, v in layer.items() for k in ([f"lora.{x}" for x in v] if k == "lora"
+                                                                           else [k])]
+        for section in ("verl", "kl_guard"):
+            keys += [f"{section}.{k}" for k in preset.get(section) or {}]
+        assert all(k in SCHEMA for k in keys), (name, [k for k in keys if k not in SCHEMA])
+    local = HParams()
+    for key, value in defaults("hp").items():
+        if hasattr(local, key):
+            assert getattr(local, key) == value, key
+    assert defaults("hp") == DEFAULT_HP

@@ -39,8 +39,9 @@ class JobValidationError(ApplicationError):
 
 
 def job_queue(backend: str, hp: dict) -> str:
-    """Celery queue: `gpu` for VERL or an explicit cuda device, else `cpu`."""
-    return "gpu" if backend == "verl" or hp.get("device") == "cuda" else "cpu"
+    """Celery queue: `gpu` for an explicit cuda device or VERL (unless on cpu), else `cpu`."""
+    device = hp.get("device")
+    return "gpu" if device == "cuda" or (backend == "verl" and device != "cpu") else "cpu"
 
 
 def enqueue_launch(job_id: int, queue: str, countdown: float | None = None) -> None:

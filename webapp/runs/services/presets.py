@@ -1,40 +1,27 @@
 """Launch presets: pure data, no Django, no torch.
 
-A preset is a starting point for the launch form: its values replace the defaults, and the
-user's own edits replace the preset. `kinds` holds per-kind values (e.g. the demo's GRPO
-and distillation steps differ). The `demo-cpu` values mirror `training.demo.DEMO_CPU_PRESETS`
-(a test keeps them equal), copied here so the web process never imports torch for a form.
+A preset is a starting point for the launch form: it names values of settings defined in
+`training.hparams` (the defaults come from there), and the user's own edits replace the preset.
+`kinds` holds per-kind values (e.g. the demo's GRPO and distillation steps differ). The `demo-cpu`
+values mirror `training.demo.DEMO_CPU_PRESETS` (a test keeps them equal), copied here so the web
+process never imports torch for a form.
 """
 from __future__ import annotations
 
 from typing import Any
 
-# The product defaults (issue 6): every preset starts from these.
-DEFAULT_HP: dict[str, Any] = {
-    "lr": 1e-6, "kl_coef": 0.02, "kl_loss_type": "low_var_kl", "batch_size": 64, "mini_batch_size": None,
-    "micro_batch_size": None, "epochs": 3, "max_steps": None, "max_prompt_length": 512,
-    "max_response_length": 1536, "max_seq_len": 2048, "group_size": 4, "temperature": 1.0, "clip_ratio": 0.2,
-    "loss_agg_mode": "token-mean", "entropy_coeff": 0.0, "distill_temperature": 2.0, "distill_alpha": 0.5,
-    "distill_mode": "offline", "distill_loss": "forward_kl_topk",
-    "lora": {"rank": 0, "alpha": 16, "targets": "all-linear"},
-    "save_freq": 10, "test_freq": 5, "seed": 1, "device": "auto", "dtype": "auto", "keep_last_k": 3,
-    "weight_decay": 0.0, "warmup_steps": 0, "grad_clip": 1.0,
-}
-DEFAULT_VERL: dict[str, Any] = {
-    "rollout_engine": "vllm", "n_gpus_per_node": 1, "nnodes": 1, "tensor_model_parallel_size": 1,
-    "gpu_memory_utilization": 0.4, "use_v1": False,
-}
+from training.hparams import defaults
+
+# The schema's defaults, by section (every preset starts from these).
+DEFAULT_HP: dict[str, Any] = defaults("hp")
+DEFAULT_VERL: dict[str, Any] = defaults("verl")
 # The KL guard (run by webapp.monitoring): when the KL metric stays above `threshold` for
 # `patience` consecutive logged steps, `stop` the job or `restore` the last checkpoint under the
 # threshold with lr *= lr_factor and kl_coef *= kl_factor, at most `max_rollbacks` times.
-DEFAULT_KL_GUARD: dict[str, Any] = {
-    "enabled": True, "metric": "actor/kl_loss", "threshold": 0.1, "patience": 3, "action": "stop",
-    "lr_factor": 0.5, "kl_factor": 2.0, "max_rollbacks": 2,
-}
+DEFAULT_KL_GUARD: dict[str, Any] = defaults("kl_guard")
 
 _DEMO_COMMON = {"seed": 1, "device": "cpu", "dtype": "float32", "max_prompt_length": 8, "max_response_length": 4,
-                "max_seq_len": 16, "epochs": 1, "lora": {"rank": 0, "alpha": 16, "targets": "all-linear"},
-                "keep_last_k": 3, "weight_decay": 0.0, "warmup_steps": 0, "grad_clip": 1.0}
+                "max_seq_len": 16, "epochs": 1}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "demo-cpu": {

@@ -125,10 +125,8 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
         counts = pinned.manifest["counts"]
         context.update(dataset_kind=pinned.manifest["dataset"]["kind"], n_train_rows=counts["train"],
                        n_val_rows=counts["val"])
-    overrides = dict(hp_overrides or {})
-    if base_config is not None:
-        overrides = {**_flat_config(base_config), **cfg.flatten_overrides(overrides)}
-    config, cfg_errors, warnings = cfg.resolve_config(kind, preset, overrides, backend=backend, context=context)
+    config, cfg_errors, warnings = cfg.resolve_config(kind, preset, hp_overrides, backend=backend, context=context,
+                                                      base=base_config)
     if pinned is not None and pinned.rows and "max_prompt_length" not in cfg_errors:
         longest = longest_prompt(pinned.rows, config["hp"]["max_prompt_length"], model_tokenizer(base_model))
         cfg.check_prompt_length(config["hp"], longest, cfg_errors, warnings)
@@ -136,19 +134,6 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
         errors.setdefault(key, message)
     return JobPlan(kind=kind, backend=backend, preset=preset, config=config, errors=errors, warnings=warnings,
                    reward_spec=reward_spec, reward_versions=versions, reward_models=models, pinned=pinned)
-
-
-def _flat_config(config: dict) -> dict[str, Any]:
-    """A stored config as flat overrides (only the keys the settings table knows)."""
-    out = {}
-    for s in cfg.SETTINGS:
-        section = config.get(s.section) or {}
-        node: Any = section
-        for part in s.path:
-            node = node.get(part) if isinstance(node, dict) else None
-        if node is not None or (s.optional and isinstance(section, dict)):
-            out[s.key] = node
-    return out
 
 
 def reward_filename(rv: RewardVersion) -> str:
