@@ -11,14 +11,15 @@ writes a complete run directory (job.json, data, reward source) for a quick try.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from training.jobspec import JobSpec, ModelRef, RewardBlock, RewardComponent
 from training.models import build_tiny_model, build_tiny_reward_model, load_model_and_tokenizer
+from training.rundir import RunDir, write_atomic, write_jsonl
 
 DEMO_VOCAB = "0123456789+= "
 DATA_SOURCE = "demo/arith"
@@ -124,42 +125,32 @@ def build_demo_reward_base(out_dir: str | Path, seed: int = 0) -> Path:
     return build_tiny_reward_model(out_dir, vocab=DEMO_VOCAB, hidden=64, layers=2, seed=seed, max_positions=32)
 
 
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
 def write_demo_run(run_dir: str | Path, kind: str, model_dir: str | Path, teacher_dir: str | Path | None = None,
                    hp_overrides: dict | None = None, job_id: str = "demo") -> Path:
     """Write job.json, data/ and reward/ for a demo job of `kind` using the demo-cpu preset."""
     if kind not in DEMO_CPU_PRESETS:
         raise ValueError(f"kind must be one of {sorted(DEMO_CPU_PRESETS)}, not {kind!r}")
-    run = Path(run_dir)
-    run.mkdir(parents=True, exist_ok=True)
-    (run / "reward").mkdir(exist_ok=True)
-    (run / "reward" / "exact_match.py").write_text(EXACT_MATCH_SOURCE)
+    if kind == "distill" and teacher_dir is None:
+        raise ValueError("a distill demo needs teacher_dir (see build_demo_teacher)")
+    run = RunDir(run_dir)
+    run.path.mkdir(parents=True, exist_ok=True)
+    write_atomic(run.reward_dir / "exact_match.py", EXACT_MATCH_SOURCE)
     if kind == "grpo":
         train, val = arithmetic_rows("train") * 4, arithmetic_rows("val")
     else:
         train, val = preference_rows(512, seed=0), preference_rows(128, seed=1)
-    _write_jsonl(run / "data" / "train.jsonl", train)
-    _write_jsonl(run / "data" / "val.jsonl", val)
-    job: dict[str, Any] = {
-        "job_id": job_id, "kind": kind, "backend": "local",
-        "model": {"path": str(Path(model_dir).resolve()), "name": "demo-tiny"},
-        "data": {"train": "data/train.jsonl", "val": "data/val.jsonl"},
-        "reward": {"shaping": "binary", "components": [
-            {"type": "function", "path": "reward/exact_match.py", "name": "compute_score", "weight": 1.0}]},
-        "hp": {**DEMO_CPU_PRESETS[kind], **(hp_overrides or {})},
-        "resume_from": None,
-        "sandbox": {"time_limit_s": 5, "batch_time_limit_s": 120, "memory_mb": 1024},
-    }
-    if kind == "distill":
-        if teacher_dir is None:
-            raise ValueError("a distill demo needs teacher_dir (see build_demo_teacher)")
-        job["teacher"] = {"path": str(Path(teacher_dir).resolve())}
-    (run / "job.json").write_text(json.dumps(job, indent=1))
-    return run
+    write_jsonl(run.data("train"), train)
+    write_jsonl(run.data("val"), val)
+    JobSpec(
+        job_id=job_id, kind=kind, backend="local",
+        model=ModelRef(path=str(Path(model_dir).resolve()), name="demo-tiny"),
+        reward=RewardBlock(shaping="binary", components=(
+            RewardComponent(type="function", path="reward/exact_match.py", name="compute_score"),)),
+        hp={**DEMO_CPU_PRESETS[kind], **(hp_overrides or {})},
+        teacher=ModelRef(path=str(Path(teacher_dir).resolve())) if kind == "distill" and teacher_dir else None,
+        sandbox={"time_limit_s": 5, "batch_time_limit_s": 120, "memory_mb": 1024},
+    ).write(run.path)
+    return run.path
 
 
 def main(argv: list[str] | None = None) -> None:

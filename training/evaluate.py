@@ -24,6 +24,7 @@ from typing import Any
 
 from training import winrate
 from training.checkpoints import export_hf, step_of
+from training.jobspec import JobSpec, JobSpecError, read_spec
 from training.local.config import HParams, JobError
 from training.reward_client import RewardConfigError, RewardScorer
 from training.rundir import RunDir, read_jsonl, write_json
@@ -45,13 +46,11 @@ def _hp(raw: dict[str, Any]) -> HParams:
     return hp
 
 
-def read_job(run_dir: Path) -> dict[str, Any]:
+def read_job(run_dir: Path) -> JobSpec:
     try:
-        return json.loads((run_dir / "job.json").read_text())
-    except FileNotFoundError:
-        raise EvaluationError(f"no job.json in {run_dir}") from None
-    except json.JSONDecodeError as exc:
-        raise EvaluationError(f"{run_dir / 'job.json'} is not valid JSON: {exc}") from None
+        return read_spec(run_dir)
+    except JobSpecError as exc:
+        raise EvaluationError(str(exc)) from None
 
 
 def _abs(run_dir: Path, value: Any, what: str) -> Path:
@@ -103,9 +102,9 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     """Evaluate `checkpoint` of the run in `run_dir`; writes and returns the result dict."""
     run_dir, ckpt, out = Path(run_dir).resolve(), Path(checkpoint).resolve(), Path(out).resolve()
     job = read_job(run_dir)
-    if job.get("kind") == "reward_model":
+    if job.kind == "reward_model":
         raise EvaluationError("a reward-model job has no responses to judge; its accuracy is in its metrics")
-    if not (job.get("reward") or {}).get("components"):
+    if not job.reward.components:
         raise EvaluationError("this job has no reward to judge responses with (job.json reward.components is empty)")
     if not ckpt.is_dir():
         raise EvaluationError(f"checkpoint {ckpt} does not exist")
@@ -113,13 +112,12 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
         step = step_of(ckpt)
     except ValueError as exc:
         raise EvaluationError(str(exc)) from None
-    data = job.get("data") or {}
-    val_path = _abs(run_dir, data.get("val"), "data.val")
+    val_path = _abs(run_dir, job.data.val, "data.val")
     if not val_path.is_file():
         raise EvaluationError(f"validation data {val_path} does not exist")
-    base_model = _abs(run_dir, (job.get("model") or {}).get("path"), "model.path")
+    base_model = _abs(run_dir, job.model.path, "model.path")
     checkpoint_format(ckpt)  # refuse a folder that is no checkpoint before loading torch
-    hp = _hp(job.get("hp") or {})
+    hp = _hp(job.hp)
     # torch and transformers only now: a refused request answers fast
     from training.local.common import seed_everything, set_threads
     from training.local.data import check_prompt_lengths
@@ -149,7 +147,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
             base_responses = greedy_responses(base.eval(), tok, prompts, hp.max_response_length)
             del base
         references = reference_texts(rows, base_responses)
-        with RewardScorer(job["reward"], run_dir, sandbox=job.get("sandbox") or {}, device=dev) as scorer:
+        with RewardScorer(job.reward.to_dict(), run_dir, sandbox=job.sandbox, device=dev) as scorer:
             metrics = validate_generation(model=model, tok=tok, rows=rows, prompts=prompts, scorer=scorer,
                                           references=references, step=step, max_new_tokens=hp.max_response_length,
                                           run_dir=out.parent, tie_tolerance=hp.tie_tolerance)

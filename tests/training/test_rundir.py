@@ -1,6 +1,7 @@
 """The run directory module: paths, the atomic write, the JSONL reader, and the docs that show its layout."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -71,3 +72,12 @@ def test_claimed_run_dirs_are_new_and_never_shared(tmp_path):
     assert re.fullmatch(r"1-[0-9a-f]{12}", first.path.name)
     with pytest.raises(RunDirError, match="plain name"):
         claim_run_dir(tmp_path, "../1")
+
+
+def test_the_documented_job_spec_is_one_the_backends_accept():
+    from training.jobspec import SPEC_VERSION, JobSpec
+
+    blocks = re.findall(r"```json\n(.*?)```", DOCS.read_text(), flags=re.S)
+    spec = JobSpec.from_dict(json.loads(blocks[0]))
+    assert spec.version == SPEC_VERSION and spec.reward.components[1].type == "model"
+    assert JobSpec.from_dict(spec.to_dict()) == spec

@@ -6,7 +6,6 @@ the run directory and returns a `LaunchPlan`; the web app stores it as
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import asdict, dataclass, field
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from training import rundir
+from training.jobspec import JobSpec, JobSpecError, read_spec
 from training.rundir import RunDir
 
 # Repository root: `training/` must be importable by every process we launch (Ray workers too).
@@ -83,14 +83,19 @@ def get_backend(name: str) -> Backend:
 
 
 def load_spec(run_dir: Path) -> dict[str, Any]:
-    """Read `<run_dir>/job.json`, with a clear error when it is missing or not JSON."""
-    path = Path(run_dir) / "job.json"
+    """Read and check `<run_dir>/job.json` (training.jobspec); its plain form for the override builders."""
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise BackendError(f"no job spec at {path}") from None
-    except json.JSONDecodeError as exc:
-        raise BackendError(f"job spec {path} is not valid JSON: {exc}") from None
+        return read_spec(run_dir).to_dict()
+    except JobSpecError as exc:
+        raise BackendError(f"job spec: {exc}") from None
+
+
+def check_spec(spec: dict[str, Any]) -> JobSpec:
+    """The typed job spec of `spec`; a spec no backend can trust is a permanent BackendError."""
+    try:
+        return JobSpec.from_dict(spec)
+    except JobSpecError as exc:
+        raise BackendError(f"job spec: {exc}") from None
 
 
 def check_attempt(attempt: int) -> int:

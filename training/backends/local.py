@@ -10,8 +10,10 @@ from training.backends.base import (
     LaunchPlan,
     attempt_dir,
     base_env,
+    check_spec,
     python_executable,
 )
+from training.rundir import RunDir
 
 
 class LocalBackend:
@@ -19,8 +21,9 @@ class LocalBackend:
 
     def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
         """Return the command for the local trainer; it reads job.json itself."""
+        check_spec(spec)
         run_dir = Path(run_dir).resolve()
-        if not (run_dir / "job.json").exists():
+        if not RunDir(run_dir).job_spec.exists():
             raise BackendError(f"{run_dir} has no job.json: the web app writes it before launch")
         attempt_dir(run_dir, attempt)
         argv = [python_executable(), "-m", "training.local.train", "--run-dir", str(run_dir)]

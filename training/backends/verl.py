@@ -28,6 +28,7 @@ from training.backends.base import (
     attempt_dir,
     base_env,
     check_attempt,
+    check_spec,
     python_executable,
 )
 from training.backends.verl_overrides import (
@@ -171,6 +172,7 @@ class VerlBackend:
     def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
         run_dir = Path(run_dir).resolve()
         check_attempt(attempt)
+        check_spec(spec)
         verl_cfg = spec.get("verl") or {}
         _check_model_dir("model.path", (spec.get("model") or {}).get("path"))
         if is_on_policy_distill(spec):

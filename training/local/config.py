@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from training import hparams
+from training.jobspec import JobSpecError, read_spec
 
 KINDS = hparams.KINDS
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -117,26 +117,20 @@ def load_job(run_dir: str | Path) -> Job:
     """Read and validate `<run_dir>/job.json`."""
     run_dir = Path(run_dir).resolve()
     try:
-        raw = json.loads((run_dir / "job.json").read_text())
-    except FileNotFoundError:
-        raise JobError(f"no job.json in {run_dir}") from None
-    except json.JSONDecodeError as exc:
-        raise JobError(f"{run_dir / 'job.json'} is not valid JSON: {exc}") from None
-    kind = raw.get("kind")
-    if kind not in KINDS:
-        raise JobError(f"job.kind must be one of {KINDS}, not {kind!r}")
-    data = raw.get("data") or {}
+        spec = read_spec(run_dir)
+    except JobSpecError as exc:
+        raise JobError(str(exc)) from None
+    raw = spec.to_dict()
     job = Job(
-        run_dir=run_dir, kind=kind,
-        model_path=_path(run_dir, (raw.get("model") or {}).get("path"), "model.path"),
-        train_path=_path(run_dir, data.get("train"), "data.train"),
-        val_path=_path(run_dir, data["val"], "data.val") if data.get("val") else None,
-        hp=_hparams(raw.get("hp") or {}),
-        teacher_path=_path(run_dir, raw["teacher"]["path"], "teacher.path") if (raw.get("teacher") or {}).get("path")
-        else None,
-        reward=raw.get("reward") or None,
-        resume_from=Path(raw["resume_from"]) if raw.get("resume_from") else None,
-        sandbox=raw.get("sandbox") or {}, raw=raw,
+        run_dir=run_dir, kind=spec.kind,
+        model_path=_path(run_dir, spec.model.path, "model.path"),
+        train_path=_path(run_dir, spec.data.train, "data.train"),
+        val_path=_path(run_dir, spec.data.val, "data.val") if spec.data.val else None,
+        hp=_hparams(spec.hp),
+        teacher_path=_path(run_dir, spec.teacher.path, "teacher.path") if spec.teacher else None,
+        reward=raw["reward"] if spec.reward.components else None,
+        resume_from=Path(spec.resume_from) if spec.resume_from else None,
+        sandbox=spec.sandbox, raw=raw,
     )
     validate(job)
     return job

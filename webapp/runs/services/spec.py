@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 
+from training.jobspec import JobSpec
 from training.reward_mix import SHAPINGS
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion, VersionStatus
@@ -183,7 +184,7 @@ def build_spec(*, job_id: Any, kind: str, backend: str, config: dict, base_model
         spec["kl_guard"] = dict(config.get("kl_guard") or {})
     spec["resume_from"] = resume_from
     spec["sandbox"] = sandbox_block()
-    return spec
+    return JobSpec.from_dict(spec).to_dict()  # typed and versioned: what both backends read
 
 
 def job_spec(job, resume_from: str | None = None, has_val: bool = True) -> dict[str, Any]:
