@@ -100,6 +100,12 @@ AUTHENTICATION_BACKENDS = ["webapp.core.throttling.ThrottledModelBackend"]
 LOGIN_MAX_FAILURES = envint("LOGIN_MAX_FAILURES", 5)
 LOGIN_MAX_FAILURES_PER_IP = envint("LOGIN_MAX_FAILURES_PER_IP", 50)
 LOGIN_LOCKOUT_S = envint("LOGIN_LOCKOUT_S", 15 * 60)
+# Who may create projects: "staff" (staff accounts) or "everyone" (any signed-in user).
+PROJECT_CREATORS = envstr("PROJECT_CREATORS", "staff")
+if PROJECT_CREATORS not in ("staff", "everyone"):
+    from django.core.exceptions import ImproperlyConfigured
+
+    raise ImproperlyConfigured(f"PROJECT_CREATORS must be 'staff' or 'everyone', not {PROJECT_CREATORS!r}")
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"

@@ -23,7 +23,9 @@ def is_field(name: str):
     return lambda info: info["name"] == name
 
 
-def test_golden_path_pages_are_keyboard_reachable_with_visible_focus(page, live_server, seeded, admin_user, shot):
+def test_golden_path_pages_are_keyboard_reachable_with_visible_focus(page, live_server, seeded, admin_user, shot,
+                                                                    settings):
+    settings.PROJECT_CREATORS = "everyone"  # the home page shows the new-project form
     base = f"{live_server.url}/p/acme"
     login(page, live_server, "alice", PASSWORD)
     # page → the main control(s) a keyboard user must reach on it, in tab order
@@ -87,7 +89,8 @@ def test_launch_form_error_is_next_to_its_field(page, live_server, seeded, admin
     shot(page, "launch-error")
 
 
-def test_empty_states_say_what_to_do_next(page, live_server, admin_user, shot):
+def test_empty_states_say_what_to_do_next(page, live_server, admin_user, shot, settings):
+    settings.PROJECT_CREATORS = "everyone"
     login(page, live_server, "alice", PASSWORD)
     page.get_by_label("Name", exact=True).fill("Fresh start")
     page.get_by_role("button", name="Create project").click()

@@ -38,7 +38,8 @@ REWARD_FIRST_STEP_JS = """() => {
 
 
 @pytest.fixture
-def newcomer(django_user_model):
+def newcomer(django_user_model, settings):
+    settings.PROJECT_CREATORS = "everyone"  # a workbench where any account may start a project
     return django_user_model.objects.create_user(username="nina", password=PASSWORD)
 
 

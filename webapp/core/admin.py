@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from webapp.core.models import AuditLog, Membership, Project
+from webapp.core.models import AuditLog, Invitation, Membership, Project
 
 
 class MembershipInline(admin.TabularInline):
@@ -19,6 +19,13 @@ class ProjectAdmin(admin.ModelAdmin):
 class MembershipAdmin(admin.ModelAdmin):
     list_display = ("project", "user", "role")
     list_filter = ("role",)
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    list_display = ("project", "username", "role", "invited_by", "created_at")
+    list_filter = ("role",)
+    search_fields = ("username",)
 
 
 @admin.register(AuditLog)

@@ -1,13 +1,15 @@
 """Project and member endpoints. Every feature app adds its own under /api/projects/<slug>/."""
 from __future__ import annotations
 
+from django.http import Http404
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.core import services
 from webapp.core.access import project_access, visible_projects
-from webapp.core.models import Membership, Project, Role
+from webapp.core.models import Invitation, Membership, Project, Role
 
 
 class ProjectSerializer(serializers.ModelSerializer):
@@ -67,11 +69,48 @@ class MemberListApi(APIView):
         return Response(MembershipSerializer(access.project.memberships.select_related("user"), many=True).data)
 
     def post(self, request, slug):
+        """A member's new role (200), or an invitation (202, the same for any username that is not a member)."""
         access = project_access(request.user, slug, Role.ADMIN)
         ser = MemberInputSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
         try:
-            membership = services.member_set(actor=request.user, project=access.project, **ser.validated_data)
+            outcome = services.member_add(actor=request.user, project=access.project, **ser.validated_data)
         except services.ApplicationError as exc:
             return application_error_response(exc)
-        return Response(MembershipSerializer(membership).data, status=status.HTTP_201_CREATED)
+        if outcome.membership is not None:
+            return Response(MembershipSerializer(outcome.membership).data)
+        return Response({"detail": outcome.message, "invitation": InvitationSerializer(outcome.invitation).data},
+                        status=status.HTTP_202_ACCEPTED)
+
+
+class InvitationSerializer(serializers.ModelSerializer):
+    project = serializers.CharField(source="project.slug")
+
+    class Meta:
+        model = Invitation
+        fields = ["id", "project", "username", "role", "created_at"]
+
+
+class InvitationListApi(APIView):
+    """Invitations waiting for the signed-in account."""
+
+    serializer_class = InvitationSerializer
+
+    def get(self, request):
+        return Response(InvitationSerializer(services.invitations_for(request.user), many=True).data)
+
+
+class InvitationAnswerApi(APIView):
+    """Accept (join the project with the invited role) or decline an invitation to the signed-in account."""
+
+    serializer_class = MembershipSerializer
+
+    @extend_schema(request=None, responses={200: MembershipSerializer})
+    def post(self, request, pk, answer):
+        if answer not in ("accept", "decline"):
+            raise Http404("No such answer")
+        try:
+            membership = services.invitation_answer(user=request.user, invitation_id=pk, accept=answer == "accept")
+        except services.ApplicationError:
+            raise Http404("No such invitation") from None
+        return Response(MembershipSerializer(membership).data if membership else {"detail": "Declined."})

@@ -14,5 +14,7 @@ project_api = [
 
 urlpatterns = [
     path("projects/", api.ProjectListApi.as_view(), name="api-projects"),
+    path("invitations/", api.InvitationListApi.as_view(), name="api-invitations"),
+    path("invitations/<int:pk>/<str:answer>/", api.InvitationAnswerApi.as_view(), name="api-invitation-answer"),
     path("projects/<slug:slug>/", include(project_api)),
 ]

@@ -61,6 +61,25 @@ class Membership(TimeStampedModel):
         return ROLE_RANK[Role(self.role)] >= ROLE_RANK[Role(role)]
 
 
+class Invitation(TimeStampedModel):
+    """An admin's invitation of a username into a project; membership starts only when that user accepts.
+
+    Stored by username whether or not such an account exists, so inviting tells nobody which accounts do."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
+    username = models.CharField(max_length=150)
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "username"], name="unique_invitation")]
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invitation of {self.username} to {self.project} ({self.role})"
+
+
 class AuditLog(models.Model):
     """Who did what, when, to which object; append-only."""
 

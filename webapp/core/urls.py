@@ -7,6 +7,7 @@ project_patterns = [
     path("", views.project_detail, name="project"),
     path("members/", views.members, name="members"),
     path("members/<int:pk>/remove/", views.member_remove, name="member-remove"),
+    path("invitations/<int:pk>/revoke/", views.invitation_revoke, name="invitation-revoke"),
     path("settings/", views.project_settings, name="project-settings"),
     path("audit/", views.audit_log, name="audit-log"),
     path("datasets/", include("webapp.datasets.urls")),
@@ -19,5 +20,6 @@ project_patterns = [
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("invitations/<int:pk>/<str:answer>/", views.invitation_answer, name="invitation-answer"),
     path("p/<slug:slug>/", include(project_patterns)),
 ]

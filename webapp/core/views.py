@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -20,6 +21,8 @@ def healthz(request):
 
 def home(request):
     form = ProjectForm(request.POST or None)
+    if request.method == "POST" and not services.can_create_projects(request.user):
+        raise PermissionDenied("Only staff accounts can create projects here; ask an administrator.")
     if request.method == "POST" and form.is_valid():
         try:
             project = services.project_create(user=request.user, **form.cleaned_data)
@@ -29,7 +32,25 @@ def home(request):
             messages.success(request, f"Project {project.name} created. Upload a dataset to start.")
             return redirect("project", slug=project.slug)
     projects = visible_projects(request.user).order_by("name")
-    return render(request, "core/home.html", {"projects": projects, "form": form})
+    return render(request, "core/home.html", {"projects": projects, "form": form,
+                                              "can_create": services.can_create_projects(request.user),
+                                              "invitations": services.invitations_for(request.user)})
+
+
+@require_POST
+def invitation_answer(request, pk, answer):
+    if answer not in ("accept", "decline"):
+        raise Http404("No such answer")
+    try:
+        membership = services.invitation_answer(user=request.user, invitation_id=pk, accept=answer == "accept")
+    except services.ApplicationError as exc:
+        messages.error(request, exc.message)
+        return redirect("home")
+    if membership is None:
+        messages.info(request, "Invitation declined.")
+        return redirect("home")
+    messages.success(request, f"You joined {membership.project.name} as {membership.role}.")
+    return redirect("project", slug=membership.project.slug)
 
 
 def project_detail(request, slug):
@@ -63,16 +84,27 @@ def members(request, slug):
         project_access(request.user, slug, Role.ADMIN)
         if form.is_valid():
             try:
-                services.member_set(actor=request.user, project=access.project, **form.cleaned_data)
+                outcome = services.member_add(actor=request.user, project=access.project, **form.cleaned_data)
             except services.ApplicationError as exc:
                 apply_error(form, exc)
             else:
-                messages.success(request, f"{form.cleaned_data['username']} is now {form.cleaned_data['role']}.")
+                messages.success(request, outcome.message)
                 return redirect("members", slug=slug)
     memberships = access.project.memberships.select_related("user").order_by("user__username")
+    invitations = access.project.invitations.select_related("invited_by") if access.is_admin else []
     return render(request, "core/members.html", {"project": access.project, "access": access,
                                                  "memberships": memberships, "form": form,
-                                                 "roles": Role.choices})
+                                                 "invitations": invitations, "roles": Role.choices})
+
+
+@require_POST
+def invitation_revoke(request, slug, pk):
+    access = project_access(request.user, slug, Role.ADMIN)
+    try:
+        services.invitation_revoke(actor=request.user, project=access.project, invitation_id=pk)
+    except services.ApplicationError as exc:
+        messages.error(request, exc.message)
+    return redirect("members", slug=slug)
 
 
 @require_POST

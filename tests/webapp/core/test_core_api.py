@@ -27,10 +27,24 @@ def test_viewer_cannot_add_members_admin_can(api_for, viewer, admin_user, django
     body = {"username": "newbie", "role": "reviewer"}
     assert api_for(viewer).post("/api/projects/acme/members/", body, format="json").status_code == 403
     resp = api_for(admin_user).post("/api/projects/acme/members/", body, format="json")
-    assert resp.status_code == 201 and resp.json()["role"] == "reviewer"
+    assert resp.status_code == 202 and resp.json()["invitation"]["role"] == "reviewer"
+    ghost = api_for(admin_user).post("/api/projects/acme/members/", {"username": "ghost", "role": "reviewer"},
+                                     format="json")
+    assert ghost.status_code == 202 and ghost.json()["detail"] == resp.json()["detail"].replace("newbie", "ghost")
+    newbie = django_user_model.objects.get(username="newbie")
+    [inv] = api_for(newbie).get("/api/invitations/").json()
+    assert inv["project"] == "acme" and inv["role"] == "reviewer"
+    assert api_for(viewer).post(f"/api/invitations/{inv['id']}/accept/").status_code == 404
+    joined = api_for(newbie).post(f"/api/invitations/{inv['id']}/accept/")
+    assert joined.status_code == 200 and joined.json()["role"] == "reviewer"
+    changed = api_for(admin_user).post("/api/projects/acme/members/", {"username": "newbie", "role": "engineer"},
+                                       format="json")
+    assert changed.status_code == 200 and changed.json()["role"] == "engineer"
 
 
-def test_create_project_via_api(api_for, outsider):
+def test_create_project_via_api(api_for, outsider, settings):
+    assert api_for(outsider).post("/api/projects/", {"name": "Via API"}, format="json").status_code == 403
+    settings.PROJECT_CREATORS = "everyone"
     resp = api_for(outsider).post("/api/projects/", {"name": "Via API"}, format="json")
     assert resp.status_code == 201 and resp.json()["slug"] == "via-api"
     assert api_for(outsider).post("/api/projects/", {"name": "Via API"}, format="json").status_code == 400
