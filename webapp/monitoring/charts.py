@@ -20,6 +20,14 @@ def series(name: str, label: str = "", band: tuple[str, str] | None = None, coun
     return {"name": name, "label": label or name, "band": list(band) if band else None, "count": count}
 
 
+# Metrics that are shares of a whole (drawn on a 0–100 % axis): clip fractions, accuracies, agreement, win rates.
+FRACTION = re.compile(r"(frac|fraction|accuracy|agreement|win_rate)$")
+
+
+def unit_for(name: str) -> str:
+    return "rate" if FRACTION.search(name) else ""
+
+
 def chart(chart_id: str, title: str, items: list[dict], threshold: dict | None = None, unit: str = "",
           smooth: bool = True) -> dict:
     return {"id": chart_id, "title": title, "series": items, "threshold": threshold, "unit": unit, "smooth": smooth}
@@ -69,14 +77,16 @@ def _prefixed(prefix: str, names: set[str], preferred: list[str]) -> list[dict]:
     """One chart per metric under `prefix`, the preferred ones first (they exist before data arrives)."""
     found = sorted(n for n in names if n.startswith(prefix))
     ordered = preferred + [n for n in found if n not in preferred]
-    return [chart(n.replace("/", "_"), n[len(prefix):].replace("_", " ").capitalize(), [series(n)]) for n in ordered]
+    return [chart(n.replace("/", "_"), n[len(prefix):].replace("_", " ").capitalize(), [series(n)], unit=unit_for(n))
+            for n in ordered]
 
 
 def _distill(names: set[str]) -> list[dict]:
     charts = _prefixed("distill/", names, ["distill/loss", "distill/kd_loss", "distill/top1_agreement"])
     val = sorted(n for n in names if n.startswith("val/distill/"))
     if val:
-        charts.append(chart("val_distill", "Validation (teacher agreement)", [series(n, n[4:]) for n in val]))
+        charts.append(chart("val_distill", "Validation (teacher agreement)", [series(n, n[4:]) for n in val],
+                            unit="rate" if all(unit_for(n) for n in val) else ""))
     if win_rate_sources(names):
         charts.append(win_rate_chart(names))
     charts.append(chart("response_length", "Response length (tokens)", [series("response_length/mean", "mean")]))
@@ -117,7 +127,7 @@ def default_charts(kind: str, names: Iterable[str], config: dict[str, Any] | Non
 
 def chart_for_metric(name: str) -> dict:
     """A one-series chart for any ingested metric (the "add a chart" picker)."""
-    return chart("m_" + re.sub(r"[^A-Za-z0-9]+", "_", name), name, [series(name)])
+    return chart("m_" + re.sub(r"[^A-Za-z0-9]+", "_", name), name, [series(name)], unit=unit_for(name))
 
 
 def names_of(charts: list[dict]) -> dict[str, list[str]]:

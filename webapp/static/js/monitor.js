@@ -43,7 +43,9 @@
 
   // -- charts ---------------------------------------------------------------------------------
   function chartForMetric(name) {
-    return {id: 'm_' + name.replace(/[^A-Za-z0-9]+/g, '_'), title: name, extra: true, unit: '', threshold: null,
+    // a share of a whole goes on a 0–100 % axis (the same rule as webapp/monitoring/charts.py's unit_for)
+    const unit = /(frac|fraction|accuracy|agreement|win_rate)$/.test(name) ? 'rate' : '';
+    return {id: 'm_' + name.replace(/[^A-Za-z0-9]+/g, '_'), title: name, extra: true, unit, threshold: null,
             series: [{name, label: name, band: null, count: null}]};
   }
   function charts() { return cfg.charts.concat(extra.map(chartForMetric)); }
