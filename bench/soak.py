@@ -60,6 +60,16 @@ class Api:
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Token {token}"
 
+    def login(self, username: str = "admin", password: str = "admin") -> None:
+        """Pages use the session, like a browser: sign in through the login form."""
+        self.session.headers.pop("Authorization", None)
+        self.session.get(self.base + "/login/", timeout=60)
+        resp = self.session.post(self.base + "/login/", timeout=60, headers={"Referer": self.base + "/login/"},
+                                 data={"username": username, "password": password,
+                                       "csrfmiddlewaretoken": self.session.cookies.get("csrftoken", "")})
+        if "sessionid" not in self.session.cookies:
+            raise SystemExit(f"could not sign in to the pages: {resp.status_code}")
+
     def call(self, method: str, path: str, page: bool = False, **kwargs) -> requests.Response | None:
         started = time.perf_counter()
         try:
@@ -73,6 +83,9 @@ class Api:
         if page:
             with self.tally.lock:
                 self.tally.latency.append(elapsed)
+        if page and (resp.status_code != 200 or "/login/" in resp.url):
+            self.tally.add("page_failures")
+            self.tally.note(f"{method} {path}: {resp.status_code} at {resp.url}")
         if resp.status_code >= 500:
             self.tally.add("server_errors")
             self.tally.note(f"{method} {path}: {resp.status_code} {resp.text[:300]}")
@@ -200,6 +213,7 @@ def launcher(api: Api, tally: Tally, stop: threading.Event, jobs: list[int], ste
 
 def poller(api: Api, tally: Tally, stop: threading.Event, jobs: list[int]) -> None:
     """What a user watching a run loads: the monitor page, its live poll, the job page, the job list."""
+    api.login()
     while not stop.is_set():
         job = random.choice(jobs[-4:]) if jobs else None
         if job is None:
@@ -464,7 +478,7 @@ def main() -> int:
         "crashes": len(found["crashes"]) - tally.counts.get("workers_killed", 0), "crashed": found["crashes"],
         "restarts": found["restarts"], **kill_result,
         "lock_errors": found["lock_errors_logs"] + tally.counts.get("lock_errors_http", 0),
-        "server_errors": tally.counts.get("server_errors", 0),
+        "server_errors": tally.counts.get("server_errors", 0), "page_failures": tally.counts.get("page_failures", 0),
         "connection_errors": tally.counts.get("connection_errors", 0),
         "pings_sent": sent, "pings_received": received, "messages_lost": max(0, sent - received),
         "messages_duplicated": max(0, received - sent), "duplicate_launches": dupes,
@@ -477,7 +491,8 @@ def main() -> int:
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(text)
-    bad = (report["crashes"] or report["lock_errors"] or report["server_errors"] or report["messages_lost"]
+    bad = (report["crashes"] or report["lock_errors"] or report["server_errors"] or report["page_failures"]
+           or report["messages_lost"]
            or report["messages_duplicated"] or report["metric_steps_lost"] or report["duplicate_launches"])
     return 1 if bad else 0
 
