@@ -88,7 +88,6 @@ def _insert_job(*, project, user, plan: JobPlan, name: str | None, dataset_versi
     return job
 
 
-@transaction.atomic
 def job_create(*, project, user, kind: str, backend: str, preset: str, hp_overrides: dict | None, dataset_version,
                reward_spec: dict | None, base_model, teacher_model=None, include_unreviewed: bool = False,
                parent: Job | None = None, resume_checkpoint: Checkpoint | None = None, name: str | None = None,
@@ -105,14 +104,17 @@ def job_create(*, project, user, kind: str, backend: str, preset: str, hp_overri
         plan.errors.setdefault("resume_checkpoint", "That checkpoint is not in this project.")
     if plan.errors:
         raise JobValidationError(plan.errors, plan.warnings)
-    job = _insert_job(project=project, user=user, plan=plan, name=name, dataset_version=dataset_version,
-                      base_model=base_model, teacher_model=teacher_model, include_unreviewed=include_unreviewed,
-                      parent=parent, resume_checkpoint=resume_checkpoint, reason=reason,
-                      manifest=plan.pinned.manifest)
-    audit(actor=user, action="job.create", project=project, obj=job,
-          summary=f"Launched {job.kind} job {job.name} ({job.backend}, preset {job.preset})",
-          after={"config": job.config, "reward_spec": job.reward_spec, "dataset_version": dataset_version.pk,
-                 "warnings": plan.warnings})
+    # Planning (a tokenizer load, the data manifest) stays outside the transaction: on SQLite a
+    # transaction holds the database's write lock from its start, and every other writer waits.
+    with transaction.atomic():
+        job = _insert_job(project=project, user=user, plan=plan, name=name, dataset_version=dataset_version,
+                          base_model=base_model, teacher_model=teacher_model, include_unreviewed=include_unreviewed,
+                          parent=parent, resume_checkpoint=resume_checkpoint, reason=reason,
+                          manifest=plan.pinned.manifest)
+        audit(actor=user, action="job.create", project=project, obj=job,
+              summary=f"Launched {job.kind} job {job.name} ({job.backend}, preset {job.preset})",
+              after={"config": job.config, "reward_spec": job.reward_spec, "dataset_version": dataset_version.pk,
+                     "warnings": plan.warnings})
     return job
 
 
