@@ -493,7 +493,8 @@ def main() -> int:
         Path(args.json).write_text(text)
     bad = (report["crashes"] or report["lock_errors"] or report["server_errors"] or report["page_failures"]
            or report["messages_lost"]
-           or report["messages_duplicated"] or report["metric_steps_lost"] or report["duplicate_launches"])
+           or report["messages_duplicated"] or report["metric_steps_lost"] or report["duplicate_launches"]
+           or (args.kill_worker_at > 0 and not report.get("worker_back_after_s")))
     return 1 if bad else 0
 
 
