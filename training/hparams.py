@@ -115,6 +115,8 @@ def _lora_rank(rank: Any, spec: dict) -> Pairs:
     rank = int(rank or 0)
     if rank <= 0:
         return []
+    if value_of(spec, "verl.strategy") == "megatron":
+        raise ValueError("LoRA names Hugging Face modules, which Megatron does not use: use FSDP/FSDP2 for LoRA")
     if rank > MAX_LORA_RANK:
         raise ValueError(f"hp.lora.rank={rank} is above vLLM's maximum LoRA rank ({MAX_LORA_RANK})")
     # LoRA examples in verl: load real weights into the rollout and sync adapters layer by layer.

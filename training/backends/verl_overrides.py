@@ -22,6 +22,7 @@ from training.rundir import RunDir
 ENGINES = hparams.ROLLOUT_ENGINES
 MAX_LORA_RANK = hparams.MAX_LORA_RANK
 DISTILL_LOSS_MODES = hparams.BY_KEY["distill_loss"].choices
+MEGATRON_CONFIG = "ppo_megatron_trainer"
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9_\-./:@+]+")
 
 
@@ -237,7 +238,10 @@ def build_overrides(
     spec: dict[str, Any], paths: VerlPaths, n_train_rows: int, resume: Resume,
     logger_env: dict[str, str] | None = None,
 ) -> list[str]:
-    """Return the exact `key=value` override list for `python -m verl.trainer.main_ppo`."""
+    """Return the exact `key=value` override list for `python -m verl.trainer.main_ppo`.
+
+    A Megatron job's list starts with `--config-name=ppo_megatron_trainer` (VERL's Megatron config).
+    """
     kind = spec.get("kind", "grpo")
     if kind == "reward_model":
         raise BackendError("reward-model training is not a VERL job: run it on the local backend")
@@ -310,4 +314,8 @@ def build_overrides(
     for key, value in (logger_env or {}).items():
         # The Tracking object lives in a Ray actor; an attached cluster does not inherit our env.
         ov.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}", value))
-    return [f"{k}={hydra_value(v)}" for k, v in ov]
+    out = [f"{k}={hydra_value(v)}" for k, v in ov]
+    if hparams.value_of(spec, "verl.strategy") == "megatron":
+        # Megatron workers have their own config tree; every key set above exists in it too.
+        out.insert(0, f"--config-name={MEGATRON_CONFIG}")
+    return out

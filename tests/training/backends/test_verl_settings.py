@@ -154,3 +154,29 @@ def test_the_four_once_dropped_settings_reach_verl(key, text, extra, verl_compos
     got = {"entropy_coeff": actor.entropy_coeff, "grad_clip": actor.optim.clip_grad,
            "weight_decay": actor.optim.weight_decay, "warmup_steps": actor.optim.lr_warmup_steps}[key]
     assert got == hparams.coerce(hparams.BY_KEY[key], text)
+
+
+def test_a_megatron_job_composes_against_verls_megatron_config():
+    import os
+
+    import verl
+    from hydra import compose, initialize_config_dir
+
+    overrides = build_overrides(_spec("verl.strategy", "megatron", {"weight_decay": 0.05, "grad_clip": 0.5}),
+                                PATHS, 80, Resume("disable"))
+    assert overrides[0] == "--config-name=ppo_megatron_trainer"
+    with initialize_config_dir(config_dir=os.path.join(os.path.dirname(verl.__file__), "trainer", "config"),
+                               version_base=None):
+        cfg = compose(config_name=overrides[0].split("=", 1)[1], overrides=overrides[1:])
+    actor = cfg.actor_rollout_ref.actor
+    assert actor.strategy == "megatron" and cfg.actor_rollout_ref.ref.strategy == "megatron"
+    assert "megatron" in actor and actor.optim.weight_decay == 0.05 and actor.optim.clip_grad == 0.5
+
+
+def test_megatron_with_lora_is_refused_before_verl():
+    from training.backends.base import BackendError
+
+    spec = _spec("verl.strategy", "fsdp2", {})
+    spec["verl"]["strategy"], spec["hp"]["lora"]["rank"] = "megatron", 8
+    with pytest.raises(BackendError, match="Megatron"):
+        build_overrides(spec, PATHS, 80, Resume("disable"))

@@ -200,3 +200,20 @@ def test_presets_name_only_schema_settings_and_defaults_come_from_the_schema():
         if hasattr(local, key):
             assert getattr(local, key) == value, key
     assert defaults("hp") == DEFAULT_HP
+
+
+@pytest.mark.parametrize("overrides, field, words", [
+    ({"device": "cuda", "verl.strategy": "megatron", "lora.rank": 8}, "lora.rank", "Megatron does not use"),
+    ({"lora.rank": 8}, "lora.rank", "CPU rollout syncs full weights"),
+    ({"verl.nnodes": 2}, "verl.nnodes", "one machine"),
+])
+def test_verl_on_cpu_and_megatron_limits(overrides, field, words):
+    _, errors, _ = resolve_config("grpo", "demo-cpu", overrides, backend="verl")
+    assert words in errors[field], errors
+
+
+def test_the_demo_preset_rehearses_verl_on_cpu():
+    config, errors, _ = resolve_config("grpo", "demo-cpu", {}, backend="verl")
+    assert errors == {}
+    assert (config["hp"]["device"], config["verl"]["strategy"], config["verl"]["rollout_engine"]) == \
+        ("cpu", "fsdp2", "hf")

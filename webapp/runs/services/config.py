@@ -271,7 +271,17 @@ def _check_engines(hp: dict, verl: dict, errors: dict, ok) -> None:
         return
     device, strategy, engine = hp["device"], verl["strategy"], verl["rollout_engine"]
     names = {"vllm": "vLLM", "sglang": "SGLang"}
+    rank = (hp.get("lora") or {}).get("rank", 0)
+    if strategy == "megatron" and ok("lora.rank") and rank > 0:
+        _err(errors, "lora.rank", "LoRA here names Hugging Face modules, which Megatron does not use: set the rank "
+                                  "to 0 for Megatron, or choose FSDP/FSDP2 for LoRA.")
     if device == "cpu":
+        # VERL's trainer on CPU (training.verl_cpu): a rehearsal with a tiny model on one machine.
+        if ok("lora.rank") and rank > 0:
+            _err(errors, "lora.rank", "LoRA needs a GPU on VERL: the CPU rollout syncs full weights only. "
+                                      "Set the rank to 0 to rehearse on CPU.")
+        if ok("verl.nnodes") and verl["nnodes"] != 1:
+            _err(errors, "verl.nnodes", "A VERL job on CPU runs on one machine: set Nodes to 1.")
         if strategy == "megatron":
             _err(errors, "verl.strategy", "Megatron needs GPUs: on device cpu choose FSDP2, or set device to cuda.")
         elif strategy != "fsdp2":

@@ -42,6 +42,8 @@ PRESETS: dict[str, dict[str, Any]] = {
         # (measured: 0.3 at step 25, 0.85 at step 75, 1.1 by step 100), so the guard is off by default;
         # turn it on to watch it act.
         "kl_guard": {"enabled": False, "threshold": 2.0},
+        # With backend VERL: a rehearsal of VERL's own trainer on CPU.
+        "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
     },
     "qwen2.5-0.5b-1gpu": {
         "label": "Qwen2.5-0.5B-Instruct on one GPU (VERL, vLLM rollouts)",
