@@ -52,8 +52,9 @@ def test_create_refusals_are_400_with_field_errors(project, engineer, api_for, d
 
 
 def test_dry_run_creates_nothing(project, engineer, api_for, demo_inputs, no_enqueue):
-    resp = api_for(engineer).post(api_url(project), {**demo_inputs, "backend": "verl", "dry_run": True,
-                                                     "set": {"device": "cuda"}}, format="json")
+    gpu = {"device": "cuda", "verl.rollout_engine": "vllm"}
+    resp = api_for(engineer).post(api_url(project), {**demo_inputs, "backend": "verl", "dry_run": True, "set": gpu},
+                                  format="json")
     assert resp.status_code == 200, resp.json()
     body = resp.json()
     assert "actor_rollout_ref.actor.optim.lr=0.001" in body["command"].splitlines()

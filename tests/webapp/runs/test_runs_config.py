@@ -64,7 +64,7 @@ def test_every_preset_is_valid_for_its_backend():
     ({"kl_coef": -0.1}, "local", "kl_coef", "negative"),
     ({"clip_ratio": 1.5}, "local", "clip_ratio", "between 0 and 1"),
     ({"temperature": 0}, "local", "temperature", "above 0"),
-    ({"device": "cpu"}, "verl", "verl.rollout_engine", "vLLM needs CUDA GPUs"),
+    ({"device": "cpu", "verl.rollout_engine": "vllm"}, "verl", "verl.rollout_engine", "vLLM needs CUDA GPUs"),
     ({"kl_guard.enabled": True, "kl_guard.lr_factor": 2}, "local", "kl_guard.lr_factor", "between 0 and 1"),
     ({"kl_guard.enabled": "on", "kl_guard.action": "restore", "save_freq": 0}, "local", "kl_guard.action",
      "needs checkpoints"),

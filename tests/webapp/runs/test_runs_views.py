@@ -107,7 +107,7 @@ def test_review_step_shows_yaml_and_command_then_launch(project, engineer, as_us
 def test_verl_review_shows_the_exact_command(project, engineer, as_user, prompts_version, tiny_model, reward_fn,
                                              no_enqueue):
     data = form_data(prompts_version, tiny_model, reward_fn, backend="verl", device="cuda", action="review",
-                     verl_n_gpus_per_node=1)
+                     verl_n_gpus_per_node=1, verl_rollout_engine="vllm")
     resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
     assert resp.status_code == 200, resp.context["form"].errors
     command = resp.context["command"]
