@@ -1,4 +1,4 @@
-"""Called by the runs app after each sync of a job: metric rollups, the KL guard, protected
+"""Called by the runs app after each sync of a job: metric rollups, the KL guard and health rules, protected
 checkpoints, retention.
 
 `after_sync(job, new_points)` never raises: a monitoring failure must not stop ingest.
@@ -25,7 +25,7 @@ def _triples(points: Iterable[Any]) -> list[tuple[int, str, Any]]:
 def after_sync(job: Job, new_points: Iterable[Any]) -> None:
     """new_points: the points this sync added or changed (MetricPoint objects or (step, name, value))."""
     from webapp.monitoring.rollup import rollup_sync
-    from webapp.monitoring.services import kl_guard_process, retention_apply, write_protected
+    from webapp.monitoring.services import guard_rules_process, kl_guard_process, retention_apply, write_protected
 
     raw = list(new_points or [])
     points = _triples(raw)
@@ -46,6 +46,12 @@ def after_sync(job: Job, new_points: Iterable[Any]) -> None:
             kl_guard_process(job=job, new_points=guard_points)
     except Exception:  # noqa: BLE001 - logged; the next sync tries again
         logger.exception("KL guard failed for job %s", job.pk)
+    try:
+        if guard_points:
+            job.refresh_from_db()  # the KL guard may have just stopped or restored it
+            guard_rules_process(job=job, new_points=guard_points)
+    except Exception:  # noqa: BLE001 - logged; the next sync tries again
+        logger.exception("guard rules failed for job %s", job.pk)
     try:
         job.refresh_from_db()
         write_protected(job)

@@ -19,6 +19,18 @@ class KLGuardRecord(models.Model):
         return f"KL guard of job {self.job_id}"
 
 
+class GuardRulesRecord(models.Model):
+    """The persisted state of a job's run-health rules (training.guard_rules.EngineState as JSON)."""
+
+    job = models.OneToOneField("runs.Job", on_delete=models.CASCADE, related_name="guard_rules_record")
+    state = models.JSONField(default=dict)
+    trips = models.PositiveIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"guard rules of job {self.job_id}"
+
+
 class MetricRollup(models.Model):
     """Per (job, metric, level, bucket of 4**level steps): the points holding the min and the max (see rollup.py)."""
 

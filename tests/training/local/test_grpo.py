@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from training.local.config import HParams
-from training.local.grpo import actor_config, group_advantages, outcome_rewards, policy_loss
+from training.local.grpo import actor_config, group_advantages, outcome_rewards, policy_loss, tied_group_share
 from training.local.train import run_job
 from training.models import load_model_and_tokenizer
 
@@ -29,6 +29,12 @@ def test_group_advantages_match_hand_computed_values():
     assert first == pytest.approx(expected, abs=1e-3)
     assert adv[1, 2].item() == 0.0  # masked tokens carry no advantage
     assert adv[0].tolist() == pytest.approx([0.866] * 3, abs=1e-3)  # same value on every token
+
+
+def test_tied_group_share_counts_groups_whose_rewards_all_tie():
+    scores = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.5, 0.0, 0.0, 0.0, 0.3, 0.3, 0.3])
+    assert tied_group_share(scores, 3) == pytest.approx(2 / 4)  # groups 1 and 3 tie; 2 and 4 differ
+    assert tied_group_share(torch.zeros(4), 2) == 1.0
 
 
 def test_policy_loss_clips_and_adds_low_var_kl():
@@ -77,7 +83,7 @@ def test_demo_grpo_run_raises_the_reward(make_run, read_metrics, demo_models):
     first, last = sum(scores[:25]) / 25, sum(scores[-25:]) / 25
     assert first < 0.2 < 0.4 < last, (first, last)
     for key in ("actor/kl_loss", "actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/lr", "perf/throughput",
-                "response_length/mean", "timing_s/step"):
+                "response_length/mean", "timing_s/step", "critic/zero_variance_group_share"):
         assert m[150][key] is not None, key
     before, _ = load_model_and_tokenizer(demo_models["policy"])
     after, _ = load_model_and_tokenizer(run / "checkpoints" / "global_step_150" / "model")

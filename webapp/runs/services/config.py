@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from training.guard_rules import RuleConfigError, parse_rules
 from training.hparams import (
     BACKENDS,
     BY_FORM_NAME,
@@ -83,6 +84,8 @@ def base_config(kind: str, preset: str) -> dict[str, Any]:
             config["hp"][k] = copy.deepcopy(v)
     config["verl"].update(copy.deepcopy(p.get("verl") or {}))
     config["kl_guard"].update(copy.deepcopy(p.get("kl_guard") or {}))
+    if p.get("guard_rules"):
+        config["guard_rules"] = copy.deepcopy(p["guard_rules"])
     return config
 
 
@@ -96,6 +99,8 @@ def _stored_config(stored: dict) -> dict[str, Any]:
     for section in SECTIONS:  # keep what is not a setting (e.g. the KL guard's metric)
         for k, v in (stored.get(section) or {}).items():
             config[section].setdefault(k, copy.deepcopy(v))
+    if stored.get("guard_rules"):
+        config["guard_rules"] = copy.deepcopy(stored["guard_rules"])
     return config
 
 
@@ -120,6 +125,14 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
     if preset not in PRESETS:
         errors["preset"] = f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}."
     config = _stored_config(base) if base is not None else base_config(kind, preset)
+    overrides = dict(overrides or {})
+    if "guard_rules" in overrides:  # a list of rules, not a setting: it replaces the preset's
+        config["guard_rules"] = copy.deepcopy(overrides.pop("guard_rules")) or []
+    if config.get("guard_rules"):
+        try:
+            parse_rules(config["guard_rules"])
+        except RuleConfigError as exc:
+            errors["guard_rules"] = f"Guard rules: {exc}."
     for key, raw in flatten_overrides(overrides).items():
         setting = BY_KEY.get(key)
         if setting is None:
@@ -347,6 +360,8 @@ def job_spec_preview(kind: str, backend: str, config: dict, **extra: Any) -> dic
         spec["verl"] = config["verl"]
     if kind == "grpo":
         spec["kl_guard"] = config["kl_guard"]
+        if config.get("guard_rules"):
+            spec["guard_rules"] = config["guard_rules"]
     return spec
 
 

@@ -23,6 +23,9 @@ DEFAULT_KL_GUARD: dict[str, Any] = defaults("kl_guard")
 _DEMO_COMMON = {"seed": 1, "device": "cpu", "dtype": "float32", "max_prompt_length": 8, "max_response_length": 4,
                 "max_seq_len": 16, "epochs": 1}
 
+# The seed's recipe on GPUs: KL above 0.1 (for `patience` steps) restores the last checkpoint under it.
+GPU_KL_GUARD: dict[str, Any] = {"enabled": True, "threshold": 0.1, "action": "restore"}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "demo-cpu": {
         "label": "Demo on CPU (tiny model, arithmetic; about a minute on 2 cores)",
@@ -45,6 +48,23 @@ PRESETS: dict[str, dict[str, Any]] = {
         # With backend VERL: a rehearsal of VERL's own trainer on CPU.
         "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
     },
+    "demo-cpu-guarded": {
+        "label": "Demo on CPU with a health rule that trips: KL above 0.3 restores the last good checkpoint",
+        "backend": "local",
+        "hp": {},
+        "kinds": {"grpo": {**_DEMO_COMMON, "lr": 1e-3, "kl_coef": 0.02, "kl_loss_type": "low_var_kl",
+                           "batch_size": 16, "group_size": 8, "temperature": 1.0, "clip_ratio": 0.2,
+                           "loss_agg_mode": "token-mean", "max_steps": 120, "save_freq": 10, "test_freq": 20}},
+        "kl_guard": {"enabled": False, "threshold": 2.0},
+        # The demo's KL passes 0.3 around step 25: the rule restores the newest checkpoint where every
+        # rule held with half the lr (at most twice); the other rules watch without acting.
+        "guard_rules": [
+            {"rule": "kl", "threshold": 0.3, "patience": 3, "action": "restore", "lr_factor": 0.5,
+             "max_restores": 2},
+            {"rule": "entropy_collapse"}, {"rule": "zero_variance_groups"}, {"rule": "response_clipping"},
+            {"rule": "grad_norm_spike"}, {"rule": "reward_hacking"},
+        ],
+    },
     "qwen2.5-0.5b-1gpu": {
         "label": "Qwen2.5-0.5B-Instruct on one GPU (VERL, vLLM rollouts)",
         "backend": "verl",
@@ -54,6 +74,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "kinds": {"distill": {"distill_mode": "on_policy"}, "reward_model": {"lr": 1e-5, "batch_size": 16}},
         "verl": {"n_gpus_per_node": 1, "nnodes": 1, "tensor_model_parallel_size": 1,
                  "gpu_memory_utilization": 0.4},
+        "kl_guard": GPU_KL_GUARD,
     },
     "qwen2.5-7b-8gpu": {
         "label": "Qwen2.5-7B-Instruct on one 8-GPU node (VERL, vLLM rollouts, LoRA 64)",
@@ -65,6 +86,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "kinds": {"distill": {"distill_mode": "on_policy"}, "reward_model": {"lr": 5e-6, "batch_size": 64}},
         "verl": {"n_gpus_per_node": 8, "nnodes": 1, "tensor_model_parallel_size": 2,
                  "gpu_memory_utilization": 0.5},
+        "kl_guard": GPU_KL_GUARD,
     },
 }
 DEFAULT_PRESET = "demo-cpu"

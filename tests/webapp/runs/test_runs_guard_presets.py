@@ -1,0 +1,38 @@
+"""Guard defaults in the presets: GPU presets restore on KL > 0.1; the guarded demo declares rules that parse."""
+from __future__ import annotations
+
+import pytest
+
+from training.guard_rules import parse_rules
+from webapp.runs.services.config import PRESETS, resolve_config
+
+
+@pytest.mark.parametrize("preset", [n for n, p in PRESETS.items() if p["backend"] == "verl"])
+def test_gpu_presets_restore_the_last_checkpoint_when_kl_passes_0_1(preset):
+    cfg, errors, _ = resolve_config("grpo", preset, {}, backend="verl")
+    assert not errors
+    guard = cfg["kl_guard"]
+    assert (guard["enabled"], guard["threshold"], guard["action"]) == (True, 0.1, "restore")
+    assert guard["lr_factor"] or guard["kl_factor"]
+
+
+def test_plain_demo_has_no_rules_and_the_guarded_demo_declares_a_restoring_kl_rule():
+    plain, errors, _ = resolve_config("grpo", "demo-cpu", {})
+    assert not errors and not plain.get("guard_rules") and not plain["kl_guard"]["enabled"]
+    cfg, errors, _ = resolve_config("grpo", "demo-cpu-guarded", {})
+    assert not errors
+    rules = {r.name: r for r in parse_rules(cfg["guard_rules"])}
+    assert rules["kl"].action == "restore" and rules["kl"].threshold == 0.3
+    assert cfg["hp"]["save_freq"] > 0  # restore needs checkpoints
+    assert {"entropy_collapse", "zero_variance_groups", "grad_norm_spike", "reward_hacking"} <= set(rules)
+
+
+def test_rules_given_with_a_job_replace_the_presets_and_bad_ones_are_refused():
+    cfg, errors, _ = resolve_config("grpo", "demo-cpu-guarded", {"guard_rules": [{"rule": "kl", "action": "warn"}],
+                                                                 "lr": 0.002})
+    assert not errors and cfg["guard_rules"] == [{"rule": "kl", "action": "warn"}] and cfg["hp"]["lr"] == 0.002
+    _, errors, _ = resolve_config("grpo", "demo-cpu", {"guard_rules": [{"rule": "kl", "condition": "sideways"}]})
+    assert "condition must be one of" in errors["guard_rules"]
+    # a stored job config keeps its rules (restore, rollback, branch start from it)
+    again, errors, _ = resolve_config("grpo", "demo-cpu", {"lr": 0.001}, base=cfg)
+    assert not errors and again["guard_rules"] == cfg["guard_rules"]

@@ -1,0 +1,102 @@
+"""Run the job's health rules (training.guard_rules) on newly ingested points and act on the decisions.
+
+Rules are declared per job in `job.config["guard_rules"]` (a list; presets may fill it). Every trip
+leaves a "guard_rule" run event (a marker on the rule's chart and a line in the history) and an audit
+entry; stop cancels the run, restore resumes it from the chosen checkpoint with the new settings,
+branch starts a child run from it while this run continues.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+
+from training.guard_rules import (
+    BRANCH,
+    RESTORE,
+    STOP,
+    WARN,
+    Decision,
+    EngineState,
+    Rule,
+    RuleConfigError,
+    RuleEngine,
+    parse_rules,
+)
+from webapp.core.audit import audit
+from webapp.core.services import ApplicationError
+from webapp.monitoring import runs_bridge
+from webapp.monitoring.models import GuardRulesRecord
+from webapp.monitoring.services.guard import checkpoint_candidates
+from webapp.runs.models import ACTIVE_STATES, Job, RunEvent
+
+logger = logging.getLogger(__name__)
+EVENT_KIND = "guard_rule"
+
+
+def job_rules(job: Job) -> list[Rule]:
+    """The job's rules; an invalid declaration (refused at launch, so only from an old job) disables them."""
+    try:
+        return parse_rules((job.config or {}).get("guard_rules"))
+    except RuleConfigError as exc:
+        logger.warning("job %s: guard rules disabled: %s", job.pk, exc)
+        return []
+
+
+def guard_rules_process(*, job: Job, new_points: Iterable[tuple[int, str, Any]]) -> list[Decision]:
+    """Feed an active job's new points to its rules; record every trip and act on it."""
+    from webapp.monitoring.selectors import job_hp
+
+    rules = job_rules(job)
+    if not rules or job.state not in ACTIVE_STATES:
+        return []
+    points = list(new_points)
+    if not points:
+        return []
+    candidates = checkpoint_candidates(job, rules[0].metric)
+    with transaction.atomic():
+        record, _ = GuardRulesRecord.objects.select_for_update().get_or_create(job=job)
+        engine = RuleEngine(rules, EngineState.from_dict(record.state))
+        decisions = engine.feed(points, candidates.keys(), job_hp(job))
+        record.state = engine.state.to_dict()
+        record.trips += len(decisions)
+        record.save()
+    for d in decisions:
+        _act(job, d, candidates)
+    return decisions
+
+
+def _act(job: Job, d: Decision, candidates) -> None:
+    from webapp.monitoring.selectors import job_hp
+
+    target = candidates[d.to_step][0] if d.action in (RESTORE, BRANCH) and d.to_step is not None else None
+    data = {**d.to_dict(), "checkpoint": target.pk if target else None}
+    RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step, message=d.reason[:500], data=data)
+    audit(actor=None, action=f"guard_rule.{d.action}", project=job.project, obj=job, summary=d.reason,
+          before={"rule": d.rule, "step": d.step, "values": d.values,
+                  "hp": {k: job_hp(job).get(k) for k in d.hp}},
+          after={"to_step": d.to_step, "hp": d.hp} if target else {"action": d.action})
+    try:
+        if d.action == STOP:
+            runs_bridge.job_cancel(job=job, user=None)
+        elif d.action == RESTORE and target is not None:
+            runs_bridge.job_resume(job=job, user=None, reason="guard_rule", checkpoint=target, hp_overrides=d.hp)
+        elif d.action == BRANCH and target is not None:
+            runs_bridge.job_create_child(parent=job, checkpoint=target, user=None, hp_overrides=d.hp,
+                                         reason="guard_branch")
+    except ApplicationError as exc:
+        RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step,
+                                message=f"Rule {d.rule} could not {d.action} the run: {exc.message}"[:500],
+                                data={"rule": d.rule, "error": exc.message, "action": WARN})
+        logger.warning("job %s: rule %s %s failed: %s", job.pk, d.rule, d.action, exc.message)
+
+
+def rules_status(job: Job) -> list[dict[str, Any]]:
+    """Each rule with its state (ok / warming_up / tripped), trips and last judged value, for the run page."""
+    rules = job_rules(job)
+    if not rules:
+        return []
+    record = GuardRulesRecord.objects.filter(job=job).first()
+    return RuleEngine(rules, EngineState.from_dict(record.state if record else None)).statuses()
