@@ -241,7 +241,7 @@ def pinger(stop: threading.Event, tally: Tally, project_id: int) -> None:
 
 def bad_messages(stop: threading.Event, tally: Tally, every_s: float) -> None:
     """Now and then a message the worker cannot use: a task body that is not JSON, a task nobody
-    registered and, on the folder broker, a message file that is not JSON at all. The worker must survive."""
+    registered, and a queue entry (file or Redis list item) that is not JSON at all. The worker must survive."""
     import uuid
 
     from django.conf import settings
@@ -261,6 +261,10 @@ def bad_messages(stop: threading.Event, tally: Tally, every_s: float) -> None:
         if settings.CELERY_BROKER_URL.startswith("filesystem"):
             folder = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])
             (folder / f"{0:020d}_soak{n}.cpu.msg").write_bytes(b'{"half": ')
+        else:  # a queue entry that is not a message at all
+            import redis
+
+            redis.Redis.from_url(settings.REDIS_CLIENT_URL).lpush("cpu", b'{"half": ')
         tally.add("bad_messages_injected")
 
 

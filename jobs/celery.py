@@ -1,6 +1,11 @@
 import os
 
 from celery import Celery
+from kombu.transport import TRANSPORT_ALIASES
+
+# redis:// and redis+socket:// URLs get kombu's Redis transport with one fix (jobs/redisbroker.py): a
+# queue entry that is not a message is dropped instead of stopping the worker.
+TRANSPORT_ALIASES["redis"] = "jobs.redisbroker:Transport"
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
