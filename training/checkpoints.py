@@ -124,10 +124,24 @@ def plan_retention(steps: Iterable[int], keep_last_k: int | None, protected: Ite
     return [s for s in ordered if s not in keep]
 
 
-def apply_retention(run_dir: str | Path, keep_last_k: int | None) -> list[int]:
-    """Delete the checkpoints `plan_retention` selects; returns the deleted steps."""
+def current_attempt(environ: dict | None = None) -> int | None:
+    """The attempt this process trains for (the supervisor's marker names its folder), None outside one."""
+    from training.supervisor import ATTEMPT_ENV
+
+    name = Path((os.environ if environ is None else environ).get(ATTEMPT_ENV, "")).name
+    return int(name) if name.isdigit() else None
+
+
+def apply_retention(run_dir: str | Path, keep_last_k: int | None, attempt: int | None = None) -> list[int]:
+    """Delete the checkpoints `plan_retention` selects; returns the deleted steps.
+
+    With `attempt`, only that attempt's own checkpoints (manifest "attempt") count: another attempt's
+    folders are never deleted, even by a trainer left running after its attempt was given up.
+    """
     root = checkpoint_root(run_dir)
     infos = discover(root, with_size=False)
+    if attempt is not None:
+        infos = [c for c in infos if (c.manifest or {}).get("attempt") == attempt]
     doomed = plan_retention([c.step for c in infos], keep_last_k, read_protected(root))
     for step in doomed:
         shutil.rmtree(root / f"global_step_{step}", ignore_errors=True)

@@ -33,11 +33,14 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("  log.txt", "stdout+stderr of the training process"),
     ("  metrics.jsonl", 'VERL file-logger format, one line per step: {"step": N, "data": {name: number|null}}'),
     ("  CANCEL", "created by the web app to ask the supervisor to stop the process group"),
+    ("  LOST", "created when the web app gave the attempt up (stale heartbeat): the supervisor stops the group"),
+    ("  KILLED", '{"time", "host", "pids"}: nothing of the attempt runs on that host any more (kill_attempt)'),
     ("  exit.json", 'written by the supervisor at the end: {"returncode": int, "cancelled": bool, "ended_at": unix}'),
     ("checkpoints/", "one global_step_N/ folder per save (training.checkpoints)"),
     ("  latest_checkpointed_iteration.txt", '"N", rewritten after every successful save (as VERL does)'),
     ("  protected.json", "steps the web app forbids the trainer to delete (a JSON list)"),
-    ("  global_step_N/manifest.json", '{"step", "time", "kind", "metrics", "format": "local"|"verl", "lora"}'),
+    ("  global_step_N/manifest.json", '{"step", "time", "kind", "metrics", "format": "local"|"verl", "lora", '
+                                      '"attempt"}'),
     ("samples/val/<step>.jsonl", 'validation samples: {"input", "output", "gts", "score", "step", "reference", ...}'),
     ("samples/rollout/<step>.jsonl", "optional rollout dumps (same row format as VERL's rollout_data_dir)"),
     ("export/", "HF exports of checkpoints"),
@@ -173,6 +176,14 @@ class AttemptDir:
     @property
     def exit(self) -> Path:
         return self.path / "exit.json"
+
+    @property
+    def lost(self) -> Path:
+        return self.path / "LOST"
+
+    @property
+    def killed(self) -> Path:
+        return self.path / "KILLED"
 
     def create(self) -> AttemptDir:
         self.path.mkdir(parents=True, exist_ok=True)

@@ -2,9 +2,13 @@
 
 `python -m training.supervisor --attempt-dir DIR` reads DIR/launch.json ({"argv", "env", "cwd"}),
 starts the command in its own process group with output to DIR/log.txt, rewrites DIR/heartbeat
-every 2 s, stops the whole group when DIR/CANCEL appears or the supervisor gets SIGTERM, and
-writes DIR/exit.json last. The child gets PR_SET_PDEATHSIG=SIGKILL, so it dies with a
+every 2 s, stops the whole group when DIR/CANCEL or DIR/LOST appears or the supervisor gets
+SIGTERM, and writes DIR/exit.json last. The child gets PR_SET_PDEATHSIG=SIGKILL, so it dies with a
 SIGKILLed supervisor; the web app then sees a stale heartbeat ("lost").
+
+Every process of an attempt carries ATTEMPT_ENV=DIR in its environment, so `kill_attempt` finds
+them all on this host (the supervisor, the trainer's group and whatever escaped it) after the web
+app has given the attempt up, and writes DIR/KILLED once none is left.
 
 Stdlib only: this runs next to GPU jobs and must start fast.
 """
@@ -15,6 +19,7 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +31,7 @@ HEARTBEAT_EVERY_S = 2.0
 POLL_S = 0.25
 STOP_GRACE_S = 10.0
 PR_SET_PDEATHSIG = 1
+ATTEMPT_ENV = "WORKBENCH_ATTEMPT_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -86,7 +92,8 @@ def _supervise(adir: AttemptDir, log) -> int:
     try:
         launch = json.loads(adir.launch.read_text())
         argv, cwd = list(launch["argv"]), launch.get("cwd") or str(adir.path)
-        env = {**os.environ, **{k: str(v) for k, v in (launch.get("env") or {}).items()}}
+        env = {**os.environ, **{k: str(v) for k, v in (launch.get("env") or {}).items()},
+               ATTEMPT_ENV: str(adir.path)}
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.write(f"supervisor: unusable launch.json: {exc}\n".encode())
         write_json(adir.exit, {"returncode": 127, "cancelled": False, "ended_at": time.time(),
@@ -110,6 +117,8 @@ def _supervise(adir: AttemptDir, log) -> int:
             last_beat = now
         if stop["by"] is None and adir.cancel.exists():
             stop["by"] = "cancel"
+        if stop["by"] is None and adir.lost.exists():  # given up by the web app (a stall, a clock skew)
+            stop["by"] = "lost"
         if stop["by"] is not None:
             if launch.get("cancel_argv"):  # e.g. `ray job stop`: the group alone may not hold the job
                 subprocess.run(launch["cancel_argv"], cwd=cwd, env=env, stdout=log, stderr=log, timeout=60)
@@ -120,7 +129,7 @@ def _supervise(adir: AttemptDir, log) -> int:
     if _group_alive(pgid):  # stragglers the training process left behind
         _stop_group(pgid, proc, 2.0)
     write_json(adir.heartbeat, {"time": time.time(), "pid": proc.pid})
-    write_json(adir.exit, {"returncode": rc, "cancelled": stop["by"] is not None,
+    write_json(adir.exit, {"returncode": rc, "cancelled": stop["by"] in ("cancel", "sigterm"),
                                             "stopped_by": stop["by"], "ended_at": time.time(),
                                             "started_at": started})
     return rc
@@ -136,6 +145,7 @@ def spawn_supervisor(attempt_dir: str | Path, python: str | None = None) -> int:
     if not adir.launch.exists():
         raise FileNotFoundError(f"{adir.path} has no launch.json")
     env = dict(os.environ)
+    env[ATTEMPT_ENV] = str(adir.path)  # inherited by the trainer and everything it starts
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     out = subprocess.run([python or sys.executable, "-m", "training.supervisor", "--attempt-dir", str(adir.path),
                           "--daemonize"], cwd=str(REPO_ROOT), env=env, stdin=subprocess.DEVNULL,
@@ -187,28 +197,90 @@ def cancel(attempt_dir: str | Path) -> None:
 
 
 def kill_lost_group(attempt_dir: str | Path, stale_after_s: float = 30) -> bool:
-    """SIGKILL what is left of a "lost" attempt's process group (e.g. grandchildren of a child
-    that died with its supervisor). The group id is the child pid in the heartbeat."""
-    adir = AttemptDir(Path(attempt_dir))
-    if attempt_state(adir.path, stale_after_s) != "lost":
+    """Stop what is left of a "lost" attempt on this host; False if it is not lost (or nothing was found)."""
+    if attempt_state(attempt_dir, stale_after_s) != "lost":
         return False
+    found = bool(attempt_processes(attempt_dir))
+    return kill_attempt(attempt_dir) and found
+
+
+def _marked(pid: int, marker: bytes) -> bool:
     try:
-        pgid = int(json.loads(adir.heartbeat.read_text())["pid"])
-        os.killpg(pgid, signal.SIGKILL)
-    except (OSError, ValueError, KeyError, TypeError):
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return marker in fh.read().split(b"\0")
+    except OSError:  # gone, or another user's process
         return False
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")  # a zombie has stopped for good
+
+
+def attempt_processes(attempt_dir: str | Path) -> list[int]:
+    """Live processes of this attempt on this host (those with its ATTEMPT_ENV marker, from /proc)."""
+    marker = f"{ATTEMPT_ENV}={Path(attempt_dir).resolve()}".encode()
+    try:
+        pids = [int(e) for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return []
+    return sorted(p for p in pids if p != os.getpid() and _marked(p, marker) and _running(p))
+
+
+def kill_attempt(attempt_dir: str | Path, wait_s: float = 10.0) -> bool:
+    """SIGKILL every process of the attempt on this host; True (and DIR/KILLED written) once none is left.
+
+    DIR/LOST comes first: a supervisor that is merely slow (or runs on another host) stops its
+    trainer itself when it sees it. SIGKILL also ends a stopped (SIGSTOP) process.
+    """
+    adir = AttemptDir(Path(attempt_dir).resolve())
+    if not adir.lost.exists():
+        adir.lost.write_text(str(time.time()))
+    killed: set[int] = set()
+    deadline = time.time() + wait_s
+    while True:
+        left = attempt_processes(adir.path)
+        if not left or time.time() > deadline:
+            break
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except OSError:
+                pass
+        time.sleep(0.1)
+    if left:
+        return False
+    write_json(adir.killed, {"time": time.time(), "host": socket.gethostname(), "pids": sorted(killed)})
     return True
+
+
+def attempt_stopped(attempt_dir: str | Path) -> bool:
+    """The attempt's own word that nothing of it runs any more: exit.json (supervisor) or KILLED (kill_attempt)."""
+    adir = AttemptDir(Path(attempt_dir))
+    return adir.exit.exists() or adir.killed.exists()
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Supervise one training attempt (see module docstring).")
     ap.add_argument("--attempt-dir", required=True)
     ap.add_argument("--daemonize", action="store_true", help="detach, print the supervisor pid and return")
+    ap.add_argument("--kill", action="store_true",
+                    help="kill every process of this attempt on this host and acknowledge it (DIR/KILLED)")
     args = ap.parse_args(argv)
     adir = AttemptDir(Path(args.attempt_dir))
     if not adir.path.is_dir():
         print(f"error: {adir.path} is not a directory", file=sys.stderr)
         return 2
+    if args.kill:
+        if kill_attempt(adir.path):
+            print(f"nothing of {adir.path} runs on {socket.gethostname()} any more")
+            return 0
+        print(f"error: processes of {adir.path} still run: {attempt_processes(adir.path)}", file=sys.stderr)
+        return 1
     if args.daemonize:
         pid = os.fork()
         if pid > 0:

@@ -57,6 +57,19 @@ def test_apply_retention_reads_protected_json(tmp_path):
     assert [c.step for c in checkpoints.discover(root)] == [1, 3, 4]
 
 
+def test_retention_of_an_attempt_never_deletes_another_attempts_checkpoints(tmp_path):
+    """An orphaned trainer far ahead (steps 1200+) must not delete the resumed attempt's checkpoints."""
+    root = tmp_path / "checkpoints"
+    for step, attempt in ((600, 2), (650, 2), (1200, 1), (1300, 1), (1400, 1)):
+        checkpoints.publish_checkpoint(root, step, lambda d: None, {"format": "local", "attempt": attempt})
+    checkpoints.publish_checkpoint(root, 100, lambda d: None, {"format": "local"})  # written before attempts
+    assert checkpoints.apply_retention(root, 2, attempt=1) == [1200]
+    assert checkpoints.apply_retention(root, 2, attempt=2) == []
+    assert [c.step for c in checkpoints.discover(root)] == [100, 600, 650, 1300, 1400]
+    assert checkpoints.current_attempt({"WORKBENCH_ATTEMPT_DIR": "/runs/acme/3/attempts/2"}) == 2
+    assert checkpoints.current_attempt({}) is None
+
+
 def test_export_merges_a_lora_adapter(tmp_path):
     base = build_tiny_model(tmp_path / "base", hidden=32, layers=1)
     model, tok = load_model_and_tokenizer(base, lora={"rank": 4, "alpha": 8, "targets": "all-linear"})

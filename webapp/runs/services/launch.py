@@ -22,6 +22,7 @@ from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, Jo
 from webapp.runs.services import config as cfg
 from webapp.runs.services.data import Pinned, pinned_records
 from webapp.runs.services.spec import JobPlan, job_spec, plan_job, reward_filename
+from webapp.runs.services.sync import ensure_no_live_attempt
 
 log = logging.getLogger(__name__)
 # A resume that waits for the previous attempt to stop gives up after this long.
@@ -341,6 +342,7 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
     if not Path(target.path).is_dir():  # checked before anything changes: the job keeps its state and step
         raise ApplicationError(f"The checkpoint folder for step {target.step} is missing on disk; resume from "
                                "another checkpoint.", field="checkpoint")
+    ensure_no_live_attempt(job)  # never two trainers in one run directory
     if hp_overrides:
         plan = plan_job(project=job.project, kind=job.kind, backend=job.backend, preset=job.preset,
                         hp_overrides=hp_overrides, dataset_version=job.dataset_version, reward_spec=job.reward_spec,

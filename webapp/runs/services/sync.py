@@ -8,8 +8,10 @@ runs when that module exists (the KL guard lives there).
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
+import socket
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +23,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from training.rundir import AttemptDir, RunDir, read_json
+from webapp.core.services import ApplicationError
 from webapp.runs.models import (
     ACTIVE_STATES,
     Checkpoint,
@@ -114,6 +117,9 @@ def sync_checkpoints(job: Job) -> list[Checkpoint]:
     # (a finished save does not change), not by walking every folder on every sync.
     infos = [i for i in discover_checkpoints(run_dir, with_size=False) if i.complete]
     existing = {c.step: c for c in job.checkpoints.all()}
+    # A trainer left running after its attempt was given up is not the job's: its new folders stay off the list.
+    given_up = set(job.attempts.filter(state=JobState.LOST).values_list("number", flat=True))
+    infos = [i for i in infos if i.step in existing or (i.manifest or {}).get("attempt") not in given_up]
     created = []
     for info in infos:
         path = str(Path(info.path).resolve())
@@ -160,8 +166,58 @@ def _finish_attempt(job: Job, attempt: JobAttempt) -> None:
 
 
 def _mark_lost(job: Job, attempt: JobAttempt) -> None:
+    """Give the attempt up and stop it: a lost trainer must not go on writing into the run directory."""
     attempt.state, attempt.ended_at = JobState.LOST, timezone.now()
     attempt.save(update_fields=["state", "ended_at"])
+    stopped = stop_lost_attempt(job, attempt)
+    message = (f"attempt {attempt.number} lost: its processes were stopped" if stopped else
+               f"attempt {attempt.number} lost on {attempt.host or 'another host'}: asked it to stop "
+               "(this worker cannot see its processes)")
+    RunEvent.objects.create(job=job, kind="lost", step=job.last_step or None, message=message,
+                            data={"attempt": attempt.number, "stopped": stopped})
+
+
+def _on_this_host(attempt: JobAttempt) -> bool:
+    return not attempt.host or attempt.host == socket.gethostname()[:200]
+
+
+def stop_lost_attempt(job: Job, attempt: JobAttempt) -> bool:
+    """Kill what is left of the attempt when it ran on this host (True once nothing of it runs).
+
+    From another host only the LOST marker can be left in its folder: its supervisor, if it still
+    runs, stops the trainer itself on seeing it.
+    """
+    from training.supervisor import attempt_stopped, kill_attempt
+
+    adir = attempt_dir(job, attempt.number)
+    if attempt_stopped(adir.path):
+        return True
+    if _on_this_host(attempt):
+        return kill_attempt(adir.path)
+    with contextlib.suppress(OSError):  # a folder that is gone has nothing to tell
+        adir.lost.write_text(str(time.time()))
+    return False
+
+
+def ensure_no_live_attempt(job: Job) -> None:
+    """Refuse a new attempt while a trainer of an earlier, given-up attempt may still run.
+
+    On this host the leftovers are killed first; on another host its supervisor's exit.json or an
+    acknowledged kill (KILLED, from `training.supervisor --kill` on that host) is needed.
+    """
+    if not job.run_dir:
+        return
+    for attempt in job.attempts.filter(state=JobState.LOST, supervisor_pid__isnull=False).order_by("number"):
+        if stop_lost_attempt(job, attempt):
+            continue
+        adir = attempt_dir(job, attempt.number)
+        if _on_this_host(attempt):
+            raise ApplicationError(f"Attempt {attempt.number} of job #{job.pk} still has running processes that "
+                                   "could not be stopped; stop them, then resume again.")
+        raise ApplicationError(
+            f"Attempt {attempt.number} of job #{job.pk} ran on {attempt.host}, and this server cannot check that "
+            f"its trainer has stopped. On {attempt.host}, run `python -m training.supervisor --attempt-dir "
+            f"{adir.path} --kill` (or wait for its supervisor to notice it was given up), then resume again.")
 
 
 def _error_text(job: Job, attempt: JobAttempt) -> str:
