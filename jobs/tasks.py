@@ -37,11 +37,11 @@ def launch_job(job_id: int) -> str:
 @shared_task(name="jobs.tasks.ingest_dataset")
 def ingest_dataset(import_id: int) -> None:
     """Import an uploaded dataset file (webapp.datasets.models.DatasetImport); a redelivery does nothing."""
+    from webapp.datasets.isolation import import_capped
     from webapp.datasets.models import DatasetKind
-    from webapp.datasets.services import import_run
     from webapp.review.services import ensure_pair_states
 
-    version = import_run(import_id=import_id)
+    version = import_capped(import_id)  # in a child process under DATASET_IMPORT_MEMORY_MB
     if version is not None and version.dataset.kind == DatasetKind.PREFERENCE:
         # Big files come through here: prepare their review states on the worker too, so the first
         # visit to the review screen of a 1M-row version does not pay for it.

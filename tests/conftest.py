@@ -20,6 +20,9 @@ def _isolated_files(settings, tmp_path):
     settings.MODELS_ROOT = tmp_path / "models"
     for path in (settings.MEDIA_ROOT, settings.RUNS_ROOT, settings.MODELS_ROOT):
         path.mkdir(parents=True, exist_ok=True)
+    # Small uploads import in the request here, so a test sees the result of the page it posts to;
+    # the worker path (the default) is tested where the tests set 0.
+    settings.DATASET_SYNC_IMPORT_MB = 4
 
 
 @pytest.fixture(autouse=True)

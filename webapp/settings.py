@@ -143,8 +143,12 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 DATASET_MAX_UPLOAD_MB = envint("DATASET_MAX_UPLOAD_MB", 2048)
 DATASET_MAX_TEXT_CHARS = envint("DATASET_MAX_TEXT_CHARS", 100_000)
-# Uploads above this size are ingested by a Celery task with progress; smaller ones in the request.
-DATASET_SYNC_IMPORT_MB = envint("DATASET_SYNC_IMPORT_MB", 4)
+# Uploads are ingested by a Celery task with progress, in a child process under DATASET_IMPORT_MEMORY_MB;
+# above 0, uploads up to this size are imported in the web request instead (no memory cap there).
+DATASET_SYNC_IMPORT_MB = envint("DATASET_SYNC_IMPORT_MB", 0)
+DATASET_IMPORT_MEMORY_MB = envint("DATASET_IMPORT_MEMORY_MB", 2048)
+# Parquet: the most a file may hold uncompressed (its footer) or decoded (its dictionaries).
+DATASET_MAX_UNCOMPRESSED_MB = envint("DATASET_MAX_UNCOMPRESSED_MB", 8192)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -187,7 +187,9 @@ def open_source(path: str | Path, filename: str = "") -> Source:
     if fmt == "csv":
         reader = _CsvReader(path, size)
         return Source(path, fmt, size, reader.header, reader)
-    reader = _ParquetReader(path)
+    from webapp.datasets.parquet import ParquetReader
+
+    reader = ParquetReader(path)
     return Source(path, fmt, size, reader.columns, reader)
 
 
@@ -380,41 +382,6 @@ class _CsvReader:
                     yield Record(number, start, None, "invalid UTF-8 in this row")
                 else:
                     yield Record(number, start, dict(zip(self.header, fields, strict=True)))
-
-
-class _ParquetReader:
-    batch_rows = 1024
-
-    def __init__(self, path: Path):
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        self.path = path
-        try:
-            self.file = pq.ParquetFile(path)
-        except (pa.ArrowException, OSError) as exc:
-            raise FileError("malformed", f"This Parquet file cannot be read ({_short(str(exc))}); it may be "
-                                         "truncated or corrupt.") from None
-        self.columns = list(self.file.schema_arrow.names)
-        self.total = self.file.metadata.num_rows
-        self.done = 0
-
-    def fraction(self) -> float:
-        return min(self.done / self.total, 1.0) if self.total else 1.0
-
-    def __iter__(self) -> Iterator[Record]:
-        import pyarrow as pa
-
-        number, self.done = 0, 0
-        try:
-            for batch in self.file.iter_batches(batch_size=self.batch_rows, use_threads=False):
-                for row in batch.to_pylist():
-                    number += 1
-                    self.done = number
-                    yield Record(number, None, row)
-        except (pa.ArrowException, OSError, UnicodeDecodeError) as exc:
-            raise FileError("malformed", f"Reading the Parquet file failed near row {number + 1}: "
-                                         f"{_short(str(exc))}") from None
 
 
 def _type_name(value: Any) -> str:

@@ -3,7 +3,8 @@
 All-or-nothing by default: rows are written in batches while the file is read; the first bad row
 stops the writing (validation goes on, to report every bad row), and at the end a failed import
 deletes its rows, its version and a dataset it created. `skip_bad_rows` keeps the good rows and the
-report. Uploads over DATASET_SYNC_IMPORT_MB are ingested by a Celery task (jobs.tasks.ingest_dataset).
+report. Uploads are ingested by a Celery task (jobs.tasks.ingest_dataset) in a memory-capped child process
+(webapp.datasets.isolation); only with DATASET_SYNC_IMPORT_MB > 0 are small ones imported in the request.
 """
 from __future__ import annotations
 

@@ -103,6 +103,7 @@ def test_upload_input_errors(api_for, engineer, settings):
     assert resp.status_code == 413 and "upload limit" in resp.json()["detail"]
 
 
+@pytest.mark.django_db(transaction=True)  # the worker imports in a child process, which sees committed rows only
 def test_big_uploads_are_queued_for_a_worker(api_for, engineer, pairs, settings, django_capture_on_commit_callbacks,
                                              monkeypatch):
     from jobs import tasks
