@@ -167,13 +167,14 @@ def _job(api: Api, job_id: int) -> dict:
     return resp.json() if resp is not None and resp.status_code == 200 else {}
 
 
-def launcher(api: Api, tally: Tally, stop: threading.Event, jobs: list[int], steps: int) -> None:
-    """Launch a short GRPO run, roll it back from its first checkpoint, wait for both; again."""
+def launcher(api: Api, tally: Tally, stop: threading.Event, jobs: list[int], steps: int, launch_until: float) -> None:
+    """Launch a short GRPO run, roll it back from its first checkpoint, wait for both; again. No new run
+    starts near the end, so that the runs have finished when the soak stops (their steps all counted)."""
     payload = {"kind": "grpo", "preset": "demo-cpu", "dataset": "demo-arithmetic", "model": "demo-tiny",
                "reward": ["exact-match"], "include_unreviewed": True,
                "set": {"max_steps": steps, "save_freq": max(2, steps // 4), "test_freq": max(2, steps // 4)}}
     final = {"succeeded", "failed", "cancelled", "lost"}
-    while not stop.is_set():
+    while not stop.is_set() and time.time() < launch_until:
         resp = api.call("POST", f"/api/projects/{SLUG}/jobs/", json={**payload, "name": f"soak-{len(jobs) + 1}"})
         if resp is None or resp.status_code != 201:
             tally.add("launches_failed")
@@ -434,7 +435,8 @@ def main() -> int:
         pings_before = AuditLog.objects.filter(action="worker.ping", project=project).count()
         api = Api(base, token, tally)
         actors = [(importer, (api, tally, stop)), (reviewer, (api, tally, stop)),
-                  (launcher, (api, tally, stop, jobs, args.steps)), (pinger, (stop, tally, project.pk))]
+                  (launcher, (api, tally, stop, jobs, args.steps, time.time() + args.minutes * 60
+                              - min(90.0, args.minutes * 15))), (pinger, (stop, tally, project.pk))]
         actors += [(poller, (Api(base, token, tally), tally, stop, jobs))] * args.pollers
         if args.bad_message_every > 0:
             actors.append((bad_messages, (stop, tally, args.bad_message_every)))
