@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
+from webapp.core import queue
+
 
 @shared_task(name="jobs.tasks.ping")
 def ping(project_id: int) -> str:
@@ -16,17 +18,15 @@ def ping(project_id: int) -> str:
     return project.slug
 
 
-@shared_task(name="jobs.tasks.sync_runs")
+@shared_task(name=queue.SYNC_RUNS)
 def sync_runs() -> None:
     """Beat task: ingest metrics and checkpoints of active runs and detect lost ones."""
-    try:
-        from webapp.runs.services.sync import sync_active_jobs
-    except ImportError:  # the runs services land in a later step; beat must not crash meanwhile
-        return
+    from webapp.runs.services.sync import sync_active_jobs
+
     sync_active_jobs()
 
 
-@shared_task(name="jobs.tasks.launch_job")
+@shared_task(name=queue.LAUNCH_JOB)
 def launch_job(job_id: int) -> str:
     """Claim and start one job (routed per call to job.queue: `cpu` or `gpu`); returns at once."""
     from webapp.runs.services.launch import job_launch
@@ -34,7 +34,7 @@ def launch_job(job_id: int) -> str:
     return job_launch(job_id)
 
 
-@shared_task(name="jobs.tasks.ingest_dataset")
+@shared_task(name=queue.INGEST_DATASET)
 def ingest_dataset(import_id: int) -> None:
     """Import an uploaded dataset file (webapp.datasets.models.DatasetImport); a redelivery does nothing."""
     from webapp.datasets.isolation import import_capped
@@ -48,7 +48,7 @@ def ingest_dataset(import_id: int) -> None:
         ensure_pair_states(version=version)
 
 
-@shared_task(name="jobs.tasks.evaluate_checkpoint")
+@shared_task(name=queue.EVALUATE_CHECKPOINT)
 def evaluate_checkpoint(evaluation_id: int) -> None:
     """Win-rate evaluation of a checkpoint; the evaluator runs in a subprocess (models, user reward code)."""
     from webapp.monitoring.services import evaluation_run
@@ -56,7 +56,7 @@ def evaluate_checkpoint(evaluation_id: int) -> None:
     evaluation_run(evaluation_id=evaluation_id)
 
 
-@shared_task(name="jobs.tasks.export_checkpoint")
+@shared_task(name=queue.EXPORT_CHECKPOINT)
 def export_checkpoint(export_id: int) -> None:
     """Zip a checkpoint as a Hugging Face folder (merging LoRA when asked); a redelivery does nothing."""
     from webapp.monitoring.services import export_run
@@ -64,7 +64,7 @@ def export_checkpoint(export_id: int) -> None:
     export_run(export_id=export_id)
 
 
-@shared_task(name="jobs.tasks.run_reward_test")
+@shared_task(name=queue.RUN_REWARD_TEST)
 def run_reward_test(run_id: int) -> None:
     """Score a queued reward test-run in the sandbox (never in a web process); a redelivery does nothing."""
     from webapp.rewards.scoring import reward_test_run_execute

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "webapp.rewards",
     "webapp.runs",
     "webapp.monitoring",
+    "jobs",  # creates the Celery app at start-up: services send tasks by name (webapp.core.queue)
 ]
 
 MIDDLEWARE = [

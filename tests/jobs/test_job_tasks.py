@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from celery import current_app
 
 from jobs.tasks import launch_job
 from webapp.runs.models import Job, JobState, MetricPoint, ModelEntry, ModelKind
@@ -39,10 +40,11 @@ def test_launch_is_routed_per_job_and_the_task_is_one_service_call(monkeypatch):
     from webapp.runs.services import launch
 
     sent = []
-    monkeypatch.setattr(launch_job, "apply_async", lambda **kw: sent.append(kw))
+    monkeypatch.setattr(current_app, "send_task", lambda name, **kw: sent.append((name, kw)))
     launch.enqueue_launch(7, "gpu")
     launch.enqueue_launch(8, "cpu", countdown=2)
-    assert sent == [{"args": [7], "queue": "gpu", "countdown": None}, {"args": [8], "queue": "cpu", "countdown": 2}]
+    assert sent == [(launch_job.name, {"args": [7], "queue": "gpu", "countdown": None}),
+                    (launch_job.name, {"args": [8], "queue": "cpu", "countdown": 2})]
     assert launch.job_queue("verl", {"device": "auto"}) == "gpu"
     assert launch.job_queue("local", {"device": "cuda"}) == "gpu"
     assert launch.job_queue("local", {"device": "auto"}) == "cpu"

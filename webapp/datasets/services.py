@@ -3,7 +3,7 @@
 All-or-nothing by default: rows are written in batches while the file is read; the first bad row
 stops the writing (validation goes on, to report every bad row), and at the end a failed import
 deletes its rows, its version and a dataset it created. `skip_bad_rows` keeps the good rows and the
-report. Uploads are ingested by a Celery task (jobs.tasks.ingest_dataset) in a memory-capped child process
+report. Uploads are ingested by a Celery task (jobs.tasks.ingest_dataset, sent by name) in a memory-capped child process
 (webapp.datasets.isolation); only with DATASET_SYNC_IMPORT_MB > 0 are small ones imported in the request.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from django.utils import timezone
 from django.utils.text import get_valid_filename
 
 from webapp.core.audit import audit
+from webapp.core.queue import INGEST_DATASET, enqueue
 from webapp.core.services import ApplicationError
 from webapp.datasets import ingest
 from webapp.datasets.models import Dataset, DatasetImport, DatasetKind, DatasetVersion, ImportStatus, VersionStatus
@@ -412,9 +413,7 @@ def import_launch(*, record: DatasetImport, user) -> DatasetImport:
     if record.size_bytes <= sync_limit_bytes():
         import_run(import_id=record.pk)
     else:
-        from jobs.tasks import ingest_dataset
-
-        transaction.on_commit(lambda: ingest_dataset.delay(record.pk))
+        transaction.on_commit(lambda: enqueue(INGEST_DATASET, record.pk))
     record.refresh_from_db()
     return record
 

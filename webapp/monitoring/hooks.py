@@ -1,5 +1,5 @@
-"""Called by the runs app after each sync of a job: metric rollups, the KL guard and health rules, protected
-checkpoints, retention.
+"""Subscribed to the runs app's `job_synced` signal: metric rollups, the KL guard and health rules,
+protected checkpoints, retention after each sync of a job.
 
 `after_sync(job, new_points)` never raises: a monitoring failure must not stop ingest.
 """
@@ -9,6 +9,8 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from webapp.monitoring.rollup import rollup_sync
+from webapp.monitoring.services import guard_rules_process, kl_guard_process, retention_apply, write_protected
 from webapp.runs.models import FINAL_STATES, Job
 
 logger = logging.getLogger(__name__)
@@ -22,11 +24,12 @@ def _triples(points: Iterable[Any]) -> list[tuple[int, str, Any]]:
     return out
 
 
+def on_job_synced(sender: Any, *, job: Job, new_points: Iterable[Any], **_kw: Any) -> None:
+    after_sync(job, new_points)
+
+
 def after_sync(job: Job, new_points: Iterable[Any]) -> None:
     """new_points: the points this sync added or changed (MetricPoint objects or (step, name, value))."""
-    from webapp.monitoring.rollup import rollup_sync
-    from webapp.monitoring.services import guard_rules_process, kl_guard_process, retention_apply, write_protected
-
     raw = list(new_points or [])
     points = _triples(raw)
     # After a restore, one sync may still carry the dying attempt's last lines: the guard judges only

@@ -23,6 +23,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from webapp.core.audit import audit
+from webapp.core.queue import RUN_REWARD_TEST, enqueue
 from webapp.core.services import ApplicationError
 from webapp.rewards import samples as sample_lib
 from webapp.rewards.analysis import normalize_source, pair_summary, source_sha256, summarize
@@ -199,9 +200,7 @@ def prepare_samples(*, project, dataset_version=None, split: str = "", limit: in
 
 
 def _enqueue(run_id: int) -> None:
-    from jobs.tasks import run_reward_test
-
-    run_reward_test.apply_async(args=[run_id], queue="cpu")
+    enqueue(RUN_REWARD_TEST, run_id, queue="cpu")
 
 
 def _check_user_limit(user) -> None:

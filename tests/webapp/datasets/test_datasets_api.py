@@ -109,14 +109,15 @@ def test_big_uploads_are_queued_for_a_worker(api_for, engineer, pairs, settings,
     from jobs import tasks
 
     queued = []
-    monkeypatch.setattr(tasks.ingest_dataset, "delay", lambda import_id: queued.append(import_id))
+    monkeypatch.setattr("webapp.datasets.services.enqueue", lambda task, import_id: queued.append((task, import_id)))
     settings.DATASET_SYNC_IMPORT_MB = 0
     content = "".join(json.dumps(p) + "\n" for p in pairs).encode()
     with django_capture_on_commit_callbacks(execute=True):
         resp = post_file(api_for(engineer), "p.jsonl", content)
     assert resp.status_code == 202 and resp.json()["status"]["status"] == "queued"
     record = DatasetImport.objects.get()
-    assert queued == [record.pk] and record.status == ImportStatus.QUEUED and record.upload_path
+    assert queued == [(tasks.ingest_dataset.name, record.pk)]
+    assert record.status == ImportStatus.QUEUED and record.upload_path
     tasks.ingest_dataset(record.pk)  # what the worker runs
     status = api_for(engineer).get(f"{API}imports/{record.pk}/").json()["status"]
     assert status["status"] == "succeeded" and status["rows"] == 4

@@ -73,13 +73,12 @@ def test_mapping_in_the_browser_and_upload_errors(page, live_server, engineer, s
 
 def test_a_queued_import_shows_the_ingest_bar_until_a_worker_finishes(page, live_server, engineer,  # noqa: F811
                                                                         settings, monkeypatch):
-    from jobs import tasks
     from webapp.datasets.models import DatasetImport
     from webapp.datasets.services import import_run
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.DATASET_SYNC_IMPORT_MB = 0  # every upload is queued for a worker
-    monkeypatch.setattr(tasks.ingest_dataset, "delay", lambda import_id: None)  # the test plays the worker
+    monkeypatch.setattr("webapp.datasets.services.enqueue", lambda *a, **kw: None)  # the test plays the worker
     login(page, live_server, "erin", PASSWORD)
     page.goto(f"{live_server.url}/p/acme/datasets/upload/")
     page.evaluate(DROP_FILE, ["p.jsonl", '{"prompt": "q", "chosen": "a", "rejected": "b"}\n' * 3])

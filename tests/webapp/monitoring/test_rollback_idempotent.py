@@ -7,9 +7,9 @@ import threading
 import pytest
 from django.db import connection
 
-from webapp.monitoring import runs_bridge
 from webapp.monitoring.services.checkpoints import job_rollback
 from webapp.runs.models import Job, JobState
+from webapp.runs.services import launch
 
 
 @pytest.fixture
@@ -19,14 +19,14 @@ def both_past_the_checks(monkeypatch):
     Without serialisation both callers arrive, as two web requests at the same moment would; with it
     the second never gets that far (the barrier then gives up after a short wait)."""
     barrier = threading.Barrier(2)
-    create = runs_bridge.job_create_child
+    create = launch.job_create_child
 
     def held(**kwargs):
         with contextlib.suppress(threading.BrokenBarrierError):
             barrier.wait(timeout=2)
         return create(**kwargs)
 
-    monkeypatch.setattr(runs_bridge, "job_create_child", held)
+    monkeypatch.setattr(launch, "job_create_child", held)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -2,15 +2,14 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
-import types
 from pathlib import Path
 
 import pytest
 
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, MetricPoint
 from webapp.runs.services import job_create, job_launch, job_resume, sync_active_jobs, sync_job
+from webapp.runs.signals import job_synced
 
 pytestmark = pytest.mark.django_db
 
@@ -160,27 +159,36 @@ def test_later_attempt_overwrites_steps_of_an_earlier_one(running_job, engineer,
     assert points(job)[3] == 1.0
 
 
-def test_after_sync_hook_gets_the_new_points(running_job, monkeypatch):
+def test_subscribers_of_job_synced_get_the_new_points(running_job):
     seen = []
-    hooks = types.ModuleType("webapp.monitoring.hooks")
-    hooks.after_sync = lambda job, new_points: seen.append((job.pk, sorted(p.step for p in new_points)))
-    monkeypatch.setitem(sys.modules, "webapp.monitoring.hooks", hooks)
-    beat(running_job)
-    log_steps(running_job, [1, 2])
-    sync_job(running_job)
-    sync_job(running_job)
+
+    def receiver(sender, *, job, new_points, **kw):
+        seen.append((job.pk, sorted(p.step for p in new_points)))
+
+    job_synced.connect(receiver)
+    try:
+        beat(running_job)
+        log_steps(running_job, [1, 2])
+        sync_job(running_job)
+        sync_job(running_job)
+    finally:
+        job_synced.disconnect(receiver)
     assert seen == [(running_job.pk, [1, 1, 2, 2]), (running_job.pk, [])]
 
 
-def test_a_broken_hook_does_not_stop_ingestion(running_job, monkeypatch):
-    hooks = types.ModuleType("webapp.monitoring.hooks")
+def test_a_broken_subscriber_does_not_stop_ingestion(running_job):
+    calls = []
 
-    def boom(job, new_points):
+    def boom(sender, **kw):
+        calls.append(1)
         raise RuntimeError("monitoring bug")
 
-    hooks.after_sync = boom
-    monkeypatch.setitem(sys.modules, "webapp.monitoring.hooks", hooks)
-    beat(running_job)
-    log_steps(running_job, [1])
-    sync_job(running_job)
+    job_synced.connect(boom)
+    try:
+        beat(running_job)
+        log_steps(running_job, [1])
+        sync_job(running_job)
+    finally:
+        job_synced.disconnect(boom)
+    assert calls == [1]
     assert points(running_job) == {1: 0.1}

@@ -16,7 +16,6 @@ from training.rundir import RunDir, write_atomic
 from webapp.core.audit import audit
 from webapp.core.models import AuditLog, Project
 from webapp.core.services import ApplicationError
-from webapp.monitoring import runs_bridge
 from webapp.runs.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -27,6 +26,7 @@ from webapp.runs.models import (
     JobState,
     RunEvent,
 )
+from webapp.runs.services import launch
 
 logger = logging.getLogger(__name__)
 
@@ -140,13 +140,13 @@ def job_rollback(*, job: Job, step: Any, user, reason: str = "", hp_overrides: A
     same = _same_rollback(job, ckpt, hp)
     if same is not None:
         if stop_parent and job.state in ACTIVE_STATES:
-            runs_bridge.job_cancel(job=job, user=user)
+            launch.job_cancel(job=job, user=user)
         return same
     from_step = job.last_step
-    child = runs_bridge.job_create_child(parent=job, checkpoint=ckpt, user=user, hp_overrides=hp or None,
+    child = launch.job_create_child(parent=job, checkpoint=ckpt, user=user, hp_overrides=hp or None,
                                          reason="rollback")
     if stop_parent and job.state in ACTIVE_STATES:
-        runs_bridge.job_cancel(job=job, user=user)
+        launch.job_cancel(job=job, user=user)
     project = Project.objects.select_for_update().get(pk=job.project_id)
     alias_moved = None
     if project.active_checkpoint is not None and project.active_checkpoint.job_id == job.pk \

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.core.audit import audit
+from webapp.core.queue import EVALUATE_CHECKPOINT, enqueue
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus
 from webapp.monitoring.services.work import claim
@@ -24,9 +25,7 @@ EVAL_TIMEOUT_S = int(getattr(settings, "EVALUATION_TIMEOUT_S", 25 * 60))
 
 
 def _enqueue(evaluation_id: int, queue: str) -> None:
-    from jobs.tasks import evaluate_checkpoint
-
-    evaluate_checkpoint.apply_async(args=[evaluation_id], queue=queue or "cpu")
+    enqueue(EVALUATE_CHECKPOINT, evaluation_id, queue=queue or "cpu")
 
 
 @transaction.atomic

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from webapp.core.audit import audit
+from webapp.core.queue import EXPORT_CHECKPOINT, enqueue
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import CheckpointExport, EvaluationStatus
 from webapp.monitoring.services.checkpoints import checkpoint_get, checkpoint_is_lora
@@ -44,9 +45,7 @@ def export_ready(export: CheckpointExport) -> bool:
 
 
 def _enqueue(export_id: int, queue: str) -> None:
-    from jobs.tasks import export_checkpoint
-
-    export_checkpoint.apply_async(args=[export_id], queue=queue)
+    enqueue(EXPORT_CHECKPOINT, export_id, queue=queue)
 
 
 @transaction.atomic

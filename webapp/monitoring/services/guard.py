@@ -10,9 +10,9 @@ from django.db import transaction
 from training.kl_guard import RESTORE, Decision, GuardConfig, GuardConfigError, GuardState, KLGuard
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
-from webapp.monitoring import runs_bridge
 from webapp.monitoring.models import KLGuardRecord
 from webapp.runs.models import ACTIVE_STATES, Checkpoint, CheckpointStatus, Job, MetricPoint, RunEvent
+from webapp.runs.services import launch
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +84,9 @@ def _act(job: Job, cfg: GuardConfig, d: Decision, candidates: dict[int, tuple[Ch
           after={"to_step": d.to_step, "hp": d.hp} if target else {"state": "cancelled"})
     try:
         if target is None:
-            runs_bridge.job_cancel(job=job, user=None)
+            launch.job_cancel(job=job, user=None)
         else:  # job_resume stops the running attempt itself, then starts the new one from the checkpoint
-            runs_bridge.job_resume(job=job, user=None, reason="kl_guard", checkpoint=target, hp_overrides=d.hp)
+            launch.job_resume(job=job, user=None, reason="kl_guard", checkpoint=target, hp_overrides=d.hp)
     except ApplicationError as exc:
         RunEvent.objects.create(job=job, kind="kl_guard", step=d.step,
                                 message=f"KL guard could not {d.action} the run: {exc.message}"[:500],

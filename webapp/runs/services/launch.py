@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from training.rundir import RunDir, claim_run_dir, write_atomic, write_json, write_jsonl
 from webapp.core.audit import audit
+from webapp.core.queue import LAUNCH_JOB, enqueue
 from webapp.core.services import ApplicationError
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, RunEvent
 from webapp.runs.services import config as cfg
@@ -46,9 +47,7 @@ def job_queue(backend: str, hp: dict) -> str:
 
 
 def enqueue_launch(job_id: int, queue: str, countdown: float | None = None) -> None:
-    from jobs.tasks import launch_job
-
-    launch_job.apply_async(args=[job_id], queue=queue, countdown=countdown)
+    enqueue(LAUNCH_JOB, job_id, queue=queue, countdown=countdown)
 
 
 def _event(job: Job, kind: str, message: str, *, step: int | None = None, actor=None, **data: Any) -> RunEvent:

@@ -3,13 +3,12 @@
 Called every 2 s by the beat task (`jobs.tasks.sync_runs` -> `sync_active_jobs`). Idempotent:
 each attempt keeps the byte offset where ingestion stopped, MetricPoint is unique per
 (job, name, step) and upserted, and a point from a later attempt is never overwritten by an
-earlier one. At the end of each job's sync, `webapp.monitoring.hooks.after_sync(job, new_points)`
-runs when that module exists (the KL guard lives there).
+earlier one. At the end of each job's sync the `job_synced` signal (webapp.runs.signals) goes out;
+webapp.monitoring subscribes to it (the KL guard lives there).
 """
 from __future__ import annotations
 
 import contextlib
-import importlib
 import logging
 import socket
 import time
@@ -34,6 +33,7 @@ from webapp.runs.models import (
     MetricPoint,
     RunEvent,
 )
+from webapp.runs.signals import job_synced
 
 log = logging.getLogger(__name__)
 LIVE = (JobState.STARTING, JobState.RUNNING)
@@ -303,19 +303,10 @@ def sync_job(job: Job) -> list[MetricPoint]:
 
 
 def _after_sync(job: Job, new_points: list[MetricPoint]) -> None:
-    try:
-        hooks = importlib.import_module("webapp.monitoring.hooks")
-    except ModuleNotFoundError as exc:
-        if exc.name in ("webapp.monitoring.hooks", "webapp.monitoring"):
-            return
-        raise
-    hook = getattr(hooks, "after_sync", None)
-    if hook is None:
-        return
-    try:
-        hook(Job.objects.get(pk=job.pk), new_points)
-    except Exception:  # noqa: BLE001 - a monitoring bug must not stop ingestion
-        log.exception("webapp.monitoring.hooks.after_sync failed for job %s", job.pk)
+    fresh = Job.objects.get(pk=job.pk)
+    for receiver, result in job_synced.send_robust(sender=Job, job=fresh, new_points=new_points):
+        if isinstance(result, Exception):  # a subscriber's bug must not stop ingestion
+            log.error("job_synced receiver %r failed for job %s", receiver, job.pk, exc_info=result)
 
 
 def sync_active_jobs() -> int:

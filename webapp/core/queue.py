@@ -1,0 +1,21 @@
+"""Hand work to the Celery worker by task name.
+
+The worker's tasks (`jobs.tasks`) call the web app's services, so the services never import the
+task module back: they send the task's registered name. `jobs` is an installed app, so the Celery
+app exists (and is Celery's current app) in every process that runs Django.
+"""
+from __future__ import annotations
+
+from celery import current_app
+
+LAUNCH_JOB = "jobs.tasks.launch_job"
+SYNC_RUNS = "jobs.tasks.sync_runs"
+INGEST_DATASET = "jobs.tasks.ingest_dataset"
+EVALUATE_CHECKPOINT = "jobs.tasks.evaluate_checkpoint"
+EXPORT_CHECKPOINT = "jobs.tasks.export_checkpoint"
+RUN_REWARD_TEST = "jobs.tasks.run_reward_test"
+
+
+def enqueue(task: str, *args: int, queue: str = "cpu", countdown: float | None = None) -> None:
+    """Send `task(*args)` to `queue` (after `countdown` seconds when given)."""
+    current_app.send_task(task, args=list(args), queue=queue, countdown=countdown)
