@@ -27,10 +27,10 @@ from training.guard_rules import (
 )
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
-from webapp.monitoring import runs_bridge
 from webapp.monitoring.models import GuardRulesRecord
 from webapp.monitoring.services.guard import checkpoint_candidates
 from webapp.runs.models import ACTIVE_STATES, Job, RunEvent
+from webapp.runs.services import launch
 
 logger = logging.getLogger(__name__)
 EVENT_KIND = "guard_rule"
@@ -80,11 +80,11 @@ def _act(job: Job, d: Decision, candidates) -> None:
           after={"to_step": d.to_step, "hp": d.hp} if target else {"action": d.action})
     try:
         if d.action == STOP:
-            runs_bridge.job_cancel(job=job, user=None)
+            launch.job_cancel(job=job, user=None)
         elif d.action == RESTORE and target is not None:
-            runs_bridge.job_resume(job=job, user=None, reason="guard_rule", checkpoint=target, hp_overrides=d.hp)
+            launch.job_resume(job=job, user=None, reason="guard_rule", checkpoint=target, hp_overrides=d.hp)
         elif d.action == BRANCH and target is not None:
-            runs_bridge.job_create_child(parent=job, checkpoint=target, user=None, hp_overrides=d.hp,
+            launch.job_create_child(parent=job, checkpoint=target, user=None, hp_overrides=d.hp,
                                          reason="guard_branch")
     except ApplicationError as exc:
         RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step,
