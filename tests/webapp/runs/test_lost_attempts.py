@@ -123,3 +123,29 @@ def test_checkpoints_of_a_given_up_attempt_are_not_listed(lost_with_a_live_train
     publish_checkpoint(root, 9, lambda d: None, {"format": "local"})  # no attempt recorded (VERL)
     sync_checkpoints(job)
     assert sorted(job.checkpoints.values_list("step", flat=True)) == [5, 8, 9]
+
+
+def test_a_guard_restore_never_launches_beside_a_stalled_trainer(project, engineer, no_enqueue, fake_supervisor,
+                                                               prompts_version, tiny_model, reward_spec):
+    """The KL guard restores a running job whose supervisor stalled before it saw CANCEL: the new
+    attempt starts only once the old trainer is gone."""
+    job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
+                     hp_overrides={"max_steps": 10}, dataset_version=prompts_version, reward_spec=reward_spec,
+                     base_model=tiny_model, include_unreviewed=True)
+    job_launch(job.pk)
+    job.refresh_from_db()
+    adir = Path(job.run_dir) / "attempts" / "1"
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
+                               env={**os.environ, ATTEMPT_ENV: str(adir.resolve())})
+    try:
+        (adir / "heartbeat").write_text(json.dumps({"time": time.time() - 600, "pid": trainer.pid}))
+        ckpt = Path(job.run_dir) / "checkpoints" / "global_step_5"
+        ckpt.mkdir(parents=True)
+        attempt = job_resume(job=job, user=engineer, reason="kl_guard", checkpoint=job.checkpoints.create(
+            step=5, path=str(ckpt)))
+        assert job_launch(job.pk) == "launched" and len(fake_supervisor) == 2
+        assert trainer.wait(timeout=10) == -signal.SIGKILL  # stopped before attempt 2 started
+        assert (adir / "KILLED").exists() and attempt.number == 2
+    finally:
+        trainer.kill()
+        trainer.wait()

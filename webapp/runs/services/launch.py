@@ -23,7 +23,7 @@ from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, Jo
 from webapp.runs.services import config as cfg
 from webapp.runs.services.data import Pinned, pinned_records
 from webapp.runs.services.spec import JobPlan, job_spec, plan_job, reward_filename
-from webapp.runs.services.sync import ensure_no_live_attempt
+from webapp.runs.services.sync import ensure_no_live_attempt, stop_lost_attempt
 
 log = logging.getLogger(__name__)
 # A resume that waits for the previous attempt to stop gives up after this long.
@@ -191,14 +191,19 @@ def _fail(job: Job, attempt: JobAttempt | None, message: str) -> None:
 
 
 def _previous_alive(job: Job) -> JobAttempt | None:
+    """An earlier attempt that may still train: a fresh heartbeat, or a stale one whose processes could
+    not be stopped from here (see sync.stop_lost_attempt). The new attempt waits for it."""
     from training.supervisor import attempt_state
 
-    prev = job.attempts.filter(supervisor_pid__isnull=False, state__in=[JobState.STARTING, JobState.RUNNING]) \
-        .order_by("-number").first()
-    if prev is None or not job.run_dir:
+    if not job.run_dir:
         return None
-    adir = RunDir(job.run_dir).attempt(prev.number).path
-    return prev if attempt_state(adir, settings.RUN_HEARTBEAT_STALE_S) == "running" else None
+    earlier = job.attempts.filter(supervisor_pid__isnull=False,
+                                  state__in=[JobState.STARTING, JobState.RUNNING, JobState.LOST])
+    for prev in earlier.order_by("-number"):
+        state = attempt_state(RunDir(job.run_dir).attempt(prev.number).path, settings.RUN_HEARTBEAT_STALE_S)
+        if state == "running" or (state == "lost" and not stop_lost_attempt(job, prev)):
+            return prev
+    return None
 
 
 def job_launch(job_id: int) -> str:
