@@ -156,6 +156,24 @@ class Rule:
         return asdict(self)
 
 
+def describe(rule: Rule) -> str:
+    """One line for people: what the rule watches and what it does."""
+    when = {
+        "above": f"above {rule.threshold:g}", "below": f"below {rule.threshold:g}",
+        "drop": f"down {rule.threshold:.0%} from its first {rule.warmup} steps",
+        "spike": f"{rule.threshold:g} standard deviations above its last {rule.window} values",
+        "diverge": f"rising while {rule.versus} falls by {rule.threshold:g} over {rule.window} validations",
+    }[rule.condition]
+    if rule.patience > 1:
+        when += f" for {rule.patience} steps"
+    act = rule.action
+    if rule.action in (RESTORE, BRANCH):
+        changes = [f"lr × {rule.lr_factor:g}"] if rule.lr_factor is not None else []
+        changes += [f"KL coef × {rule.kl_coef_factor:g}"] if rule.kl_coef_factor is not None else []
+        act += f" ({', '.join(changes + [f'at most {rule.max_restores}×'])})"
+    return f"{rule.metric} {when} → {act}"
+
+
 def _int(value: Any) -> int:
     f = float(value)
     if f != int(f):
@@ -273,7 +291,7 @@ class RuleEngine:
         for r in self.rules:
             rs = self.state.rule(r.name)
             out.append({**r.to_dict(), "status": rs.status, "trips": rs.trips, "restores": rs.restores,
-                        "last": rs.last})
+                        "last": rs.last, "summary": describe(r)})
         return out
 
     def _step(self, step: int, values: Mapping[str, float], ckpts: list[int], base_hp) -> list[Decision]:

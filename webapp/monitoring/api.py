@@ -103,7 +103,7 @@ class LiveApi(APIView):
         table_key, n_checkpoints = selectors.checkpoint_table_state(job)
         data.update(events=selectors.events(job, ser.validated_data.get("since_event")), state=job.state,
                     job_last_step=job.last_step, is_active=job.is_active, checkpoints_key=table_key,
-                    checkpoint_count=n_checkpoints, worker_online=worker_online())
+                    checkpoint_count=n_checkpoints, worker_online=worker_online(), rules=services.rules_status(job))
         return Response(data)
 
 

@@ -11,6 +11,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from training.guard_rules import RuleConfigError, parse_rules
+
 KL_METRIC = "actor/kl_loss"
 DEFAULT_KL_THRESHOLD = 0.1
 WIN_RATE = re.compile(r"^val-core/(?P<source>.+)/win_rate$")
@@ -43,6 +45,14 @@ def kl_threshold(config: dict[str, Any] | None) -> float:
     return value if value > 0 else DEFAULT_KL_THRESHOLD
 
 
+def _kl_rule(config: dict[str, Any] | None):
+    try:
+        rules = parse_rules((config or {}).get("guard_rules"))
+    except RuleConfigError:
+        return None
+    return next((r for r in rules if r.enabled and r.metric == KL_METRIC and r.condition == "above"), None)
+
+
 def win_rate_sources(names: Iterable[str]) -> list[str]:
     """Data sources that have a validation win-rate series, sorted."""
     return sorted({m.group("source") for n in names if (m := WIN_RATE.match(n))})
@@ -59,6 +69,9 @@ def _grpo(names: set[str], config: dict) -> list[dict]:
     threshold = kl_threshold(config)
     guard_on = bool(((config or {}).get("kl_guard") or {}).get("enabled", True))
     label = f"KL guard {threshold:g}" if guard_on else f"KL threshold {threshold:g} (guard off)"
+    rule = None if guard_on else _kl_rule(config)
+    if rule is not None:  # the KL guard is off but a health rule watches the KL: draw its line
+        threshold, label = rule.threshold, f"rule {rule.name}: {rule.threshold:g}"
     return [
         chart("reward", "Reward (mean, min–max band)",
               [series("critic/score/mean", "mean", band=("critic/score/min", "critic/score/max"))]),

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from webapp.core.models import AuditLog
+from webapp.monitoring.charts import default_charts
+from webapp.monitoring.hooks import after_sync
 from webapp.monitoring.models import GuardRulesRecord
 from webapp.monitoring.services import rules_status
 from webapp.runs.models import Job, JobAttempt, RunEvent
@@ -103,3 +105,30 @@ def test_stop_cancels_and_a_bad_declaration_disables_the_rules(launched_job):
     _log(other, 1, {1: {"actor/grad_norm": 1.0}})
     sync_job(other)
     assert rules_status(other) == [] and not RunEvent.objects.filter(job=other, kind="guard_rule").exists()
+
+
+def test_the_run_page_and_the_live_poll_show_each_rules_state(make_job, points, viewer, as_user, api_for):
+    from tests.webapp.monitoring.conftest import default_config
+
+    cfg = {**default_config(), "guard_rules": [{"rule": "kl", "threshold": 0.1, "patience": 1, "action": "warn"},
+                                               {"rule": "entropy_collapse", "warmup": 50}]}
+    job = make_job(config=cfg)
+    after_sync(job, points(job, "actor/kl_loss", [0.01, 0.5]) + points(job, "actor/entropy", [1.0, 1.0]))
+    page = as_user(viewer).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/").content.decode()
+    assert 'id="mon-rules"' in page and "monitor-rules.js" in page
+    assert 'data-rule="kl"' in page and "mon-rule-tripped" in page and "tripped 1×" in page
+    assert "mon-rule-warming_up" in page and "actor/kl_loss above 0.1 → warn" in page
+    body = api_for(viewer).get(f"/api/projects/{job.project.slug}/monitor/jobs/{job.pk}/live/",
+                               {"names": "actor/kl_loss"}).json()
+    assert {r["name"]: r["status"] for r in body["rules"]} == {"kl": "tripped", "entropy_collapse": "warming_up"}
+    trip = [e for e in body["events"] if e["kind"] == "guard_rule"]
+    assert trip and trip[0]["data"]["metric"] == "actor/kl_loss" and trip[0]["step"] == 2
+
+
+def test_the_kl_chart_draws_a_kl_rules_threshold_when_the_kl_guard_is_off():
+    config = {"kl_guard": {"enabled": False, "threshold": 2.0}, "guard_rules": [{"rule": "kl", "threshold": 0.3}]}
+    kl = next(c for c in default_charts("grpo", ["actor/kl_loss"], config) if c["id"] == "kl")
+    assert kl["threshold"] == {"value": 0.3, "label": "rule kl: 0.3"}
+    config["kl_guard"]["enabled"] = True  # the guard's own line wins when it is on
+    kl = next(c for c in default_charts("grpo", ["actor/kl_loss"], config) if c["id"] == "kl")
+    assert kl["threshold"]["value"] == 2.0

@@ -11,6 +11,7 @@ from webapp.monitoring import charts, selectors
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
 from webapp.monitoring.services.checkpoints import checkpoint_is_lora, protected_steps
 from webapp.monitoring.services.guard import guard_status
+from webapp.monitoring.services.health import rules_status
 
 register = template.Library()
 
@@ -54,11 +55,20 @@ def monitor_panel(context, job) -> dict:
         "access": access, "can_engineer": bool(access and access.can_engineer), "config": config,
         "checkpoints": rows, "table_metrics": [label for _, label in table_metrics], "protected": protected,
         "lineage": selectors.lineage(job), "history": history, "guard": guard_status(job),
+        "rules": rules_status(job),
         "sample_steps": sample_steps(job.run_dir, "val") if job.run_dir else [],
         "rollback_form": RollbackForm(job=job), "export_form": ExportForm(),
         "human_eval_form": HumanEvalForm(), "hp": selectors.job_hp(job),
         "kl_threshold": charts.kl_threshold(job.config),
     }
+
+
+RULE_STATES = {"ok": "ok", "warming_up": "warming up", "tripped": "tripped"}
+
+
+@register.filter
+def rule_state(value) -> str:
+    return RULE_STATES.get(str(value), str(value))
 
 
 @register.filter

@@ -152,9 +152,17 @@
     return traces;
   }
 
+  // A health rule's trip is drawn on the charts of its metric (on every chart when none shows it).
+  function onChart(ev, chart) {
+    const metric = ev.kind === 'guard_rule' && ev.data && ev.data.metric;
+    if (!metric) return true;
+    const has = (c) => c.series.some((s) => s.name === metric);
+    return has(chart) || !charts().some(has);
+  }
+
   function layoutFor(chart) {
     const layout = C.baseLayout(chart.title, {xmode: settings.xmode, log: settings.log, unit: chart.unit});
-    const deco = C.eventDecorations(events, settings.xmode, t0);
+    const deco = C.eventDecorations(events.filter((e) => onChart(e, chart)), settings.xmode, t0);
     layout.shapes = deco.shapes.slice();
     if (chart.threshold) {
       layout.shapes.push({type: 'line', xref: 'paper', x0: 0, x1: 1, y0: chart.threshold.value, y1: chart.threshold.value,
@@ -292,7 +300,7 @@
       if (r.events.length) {
         r.events.forEach((e) => { lastEventId = Math.max(lastEventId, e.id); prependHistory(e); });
         events = events.concat(r.events);
-        if (r.events.some((e) => ['kl_guard', 'rollback', 'resume', 'evaluation'].includes(e.kind))) {
+        if (r.events.some((e) => ['kl_guard', 'guard_rule', 'rollback', 'resume', 'evaluation'].includes(e.kind))) {
           reload = true;
           try { marks = (await wb.get(cfg.api + 'events/')).marks; } catch (e) { /* keep the old marks */ }
         }
@@ -304,6 +312,7 @@
         lastStep = Math.max(lastStep, r.last_step || 0);
         if (changed || r.events.length) renderAll();
       }
+      document.dispatchEvent(new CustomEvent('monitor:live', {detail: r}));
       if (r.checkpoints_key && r.checkpoints_key !== checkpointsKey) refreshCheckpoints(r.checkpoints_key);
       const offline = document.getElementById('worker-offline');
       if (offline && r.worker_online !== undefined) offline.hidden = !!r.worker_online;
