@@ -200,7 +200,10 @@ def _previous_alive(job: Job) -> JobAttempt | None:
     earlier = job.attempts.filter(supervisor_pid__isnull=False,
                                   state__in=[JobState.STARTING, JobState.RUNNING, JobState.LOST])
     for prev in earlier.order_by("-number"):
-        state = attempt_state(RunDir(job.run_dir).attempt(prev.number).path, settings.RUN_HEARTBEAT_STALE_S)
+        if prev.state == JobState.LOST:  # given up already: only its stop is in question
+            state = "lost"
+        else:
+            state = attempt_state(RunDir(job.run_dir).attempt(prev.number).path, settings.RUN_HEARTBEAT_STALE_S)
         if state == "running" or (state == "lost" and not stop_lost_attempt(job, prev)):
             return prev
     return None
