@@ -169,11 +169,6 @@ def write_verl_parquet(
     return path
 
 
-def jsonl_to_verl_parquet(src: str | Path, dst: str | Path, split: str, **kwargs: Any) -> Path:
-    """Convert a pinned `data/<split>.jsonl` file into a VERL parquet file."""
-    return write_verl_parquet(read_jsonl(src), dst, split, **kwargs)
-
-
 def check_verl_schema(path: str | Path) -> int:
     """Load `path` the way VERL does and check its columns; return the row count."""
     import datasets

@@ -8,8 +8,8 @@ import pytest
 from training.parquet import (
     DataFormatError,
     check_verl_schema,
-    jsonl_to_verl_parquet,
     normalize_prompt,
+    read_jsonl,
     to_verl_record,
     write_verl_parquet,
 )
@@ -69,11 +69,11 @@ def test_prompt_messages_are_stored_for_reward_models(tmp_path, hf_cache):
     assert json.loads(ds[0]["extra_info"]["prompt_messages"]) == [{"role": "user", "content": "q"}]
 
 
-def test_jsonl_conversion_names_the_bad_line(tmp_path):
+def test_reading_pinned_rows_names_the_bad_line(tmp_path):
     src = tmp_path / "train.jsonl"
     src.write_text('{"prompt": "ok", "ground_truth": "1"}\n{not json}\n')
     with pytest.raises(DataFormatError, match="train.jsonl line 2"):
-        jsonl_to_verl_parquet(src, tmp_path / "t.parquet", "train")
+        read_jsonl(src)
 
 
 @pytest.mark.parametrize("row,message", [

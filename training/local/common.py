@@ -5,9 +5,6 @@ import json
 import math
 import os
 import random
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,21 +61,6 @@ class MetricsLogger:
             with open(self.path, "a", encoding="utf-8") as fh:
                 fh.write(line + "\n")
         print(line, flush=True)
-
-
-class Timer:
-    """Collects `timing_s/<name>` durations."""
-
-    def __init__(self) -> None:
-        self.times: dict[str, float] = {}
-
-    @contextmanager
-    def __call__(self, name: str) -> Iterator[None]:
-        t0 = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.times[f"timing_s/{name}"] = self.times.get(f"timing_s/{name}", 0.0) + time.perf_counter() - t0
 
 
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:

@@ -57,11 +57,6 @@ def project_access(user, slug: str, min_role: str = Role.VIEWER) -> ProjectAcces
     return access
 
 
-def require_role(access_or_role: ProjectAccess, min_role: str) -> None:
-    if not access_or_role.can(min_role):
-        raise PermissionDenied(f"This needs the {Role(min_role).label.lower()} role.")
-
-
 def visible_projects(user):
     if user.is_superuser:
         return Project.objects.all()

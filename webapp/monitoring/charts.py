@@ -136,23 +136,3 @@ def default_charts(kind: str, names: Iterable[str], config: dict[str, Any] | Non
     else:
         charts = _grpo(names, config or {})
     return charts + [dict(c) for c in _COMMON]
-
-
-def chart_for_metric(name: str) -> dict:
-    """A one-series chart for any ingested metric (the "add a chart" picker)."""
-    return chart("m_" + re.sub(r"[^A-Za-z0-9]+", "_", name), name, [series(name)], unit=unit_for(name))
-
-
-def names_of(charts: list[dict]) -> dict[str, list[str]]:
-    """Every series a set of charts needs, split by downsampling mode: lines, band lower and upper edges."""
-    lines, lower, upper = [], [], []
-    for c in charts:
-        for s in c["series"]:
-            lines.append(s["name"])
-            if s.get("count"):
-                lines.append(s["count"])
-            if s.get("band"):
-                lower.append(s["band"][0])
-                upper.append(s["band"][1])
-    return {"names": list(dict.fromkeys(lines)), "lower": list(dict.fromkeys(lower)),
-            "upper": list(dict.fromkeys(upper))}

@@ -76,10 +76,3 @@ def apply_edit(value: Any, text: str) -> Any:
     return text
 
 
-def plain_excerpt(value: Any, limit: int = 160) -> str:
-    if is_messages(value):
-        text = " ".join(message_content(m) for m in value)
-    else:
-        text = "" if value is None else str(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"

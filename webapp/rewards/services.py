@@ -179,17 +179,3 @@ def reward_spec_validate(*, project: Project, spec: Any) -> dict:
     return {"shaping": shaping, "components": out}
 
 
-def reward_spec_resolve(*, project: Project, spec: dict) -> list[dict]:
-    """The objects behind a validated spec, in order: [{"type", "weight", "version"|"model"}]."""
-    from webapp.runs.models import ModelEntry
-
-    spec = reward_spec_validate(project=project, spec=spec)
-    resolved = []
-    for comp in spec["components"]:
-        if comp["type"] == "function":
-            version = RewardVersion.objects.select_related("function").get(pk=comp["version_id"])
-            resolved.append({"type": "function", "weight": comp["weight"], "version": version})
-        else:
-            resolved.append({"type": "model", "weight": comp["weight"],
-                             "model": ModelEntry.objects.get(pk=comp["model_id"])})
-    return resolved

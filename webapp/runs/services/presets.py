@@ -92,9 +92,5 @@ PRESETS: dict[str, dict[str, Any]] = {
 DEFAULT_PRESET = "demo-cpu"
 
 
-def preset_names() -> list[str]:
-    return list(PRESETS)
-
-
 def preset_choices() -> list[tuple[str, str]]:
     return [(name, f"{name} — {p['label']}") for name, p in PRESETS.items()]

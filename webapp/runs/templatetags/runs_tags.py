@@ -23,11 +23,6 @@ def optional_include(context, template_name: str, **extra):
 
 
 @register.filter
-def get_item(mapping, key):
-    return (mapping or {}).get(key) if hasattr(mapping, "get") else None
-
-
-@register.filter
 def filesize(n):
     try:
         n = float(n)
