@@ -77,3 +77,20 @@ def test_plotly_js_is_served_from_the_plotly_package(client, admin_user):
     assert resp.status_code == 200
     body = b"".join(resp.streaming_content) if hasattr(resp, "streaming_content") else resp.content
     assert len(body) > 1_000_000 and b"plotly" in body[:2000].lower()
+
+
+def test_templates_have_no_inline_scripts_or_event_handlers():
+    """The Content-Security-Policy allows scripts only from static files (data goes in json_script blocks)."""
+    handler = re.compile(r"""<[^>]*\son[a-z]+\s*=\s*["']""", re.I)
+    inline = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.I)
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "templates").rglob("*.html")
+                 if handler.search(p.read_text()) or inline.search(p.read_text())]
+    assert offenders == []
+
+
+@pytest.mark.django_db
+def test_every_response_carries_the_csp(client, admin_user):
+    client.force_login(admin_user)
+    for path in ("/", "/login/", "/p/acme/", "/api/projects/", "/static/css/app.css"):
+        policy = client.get(path)["Content-Security-Policy"]
+        assert "script-src 'self';" in policy and "unsafe-eval" not in policy and "frame-ancestors 'none'" in policy

@@ -30,4 +30,25 @@
     },
   };
   document.addEventListener('DOMContentLoaded', () => window.wb.localTimes());
+
+  // Behaviour pages ask for with data- attributes: the Content-Security-Policy forbids inline handlers.
+  document.addEventListener('submit', (ev) => {
+    const form = ev.target;
+    if (form.dataset.confirm !== undefined && !window.confirm(form.dataset.confirm)) ev.preventDefault();
+    if (form.dataset.navigate !== undefined) {  // a select whose value names the page to open
+      ev.preventDefault();
+      const value = form.elements[form.dataset.navigate].value;
+      if (value) location.href = (form.dataset.prefix || '') + value + (form.dataset.suffix || '');
+    }
+  });
+  document.addEventListener('change', (ev) => {
+    const el = ev.target;
+    if (!el.form) return;
+    if (el.hasAttribute('data-autosubmit')) el.form.submit();
+    if (el.hasAttribute('data-navigate-on-change')) el.form.requestSubmit();
+  });
+  document.querySelectorAll('[data-json-pretty]').forEach((view) => {
+    const src = document.getElementById(view.getAttribute('data-json-pretty'));
+    if (src) view.textContent = JSON.stringify(JSON.parse(src.textContent), null, 2);
+  });
 })();
