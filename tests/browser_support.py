@@ -26,6 +26,11 @@ def browser():
     playwright_api = pytest.importorskip("playwright.sync_api")
     with playwright_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        # Contexts bypass the Content-Security-Policy unless asked not to: Playwright's
+        # wait_for_function("expression") evaluates strings in the page, which the policy forbids.
+        # tests/browser/test_csp.py loads the pages with the policy on.
+        new_context = b.new_context
+        b.new_context = lambda **kw: new_context(**{"bypass_csp": True, **kw})
         yield b
         b.close()
 

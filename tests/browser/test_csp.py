@@ -20,6 +20,16 @@ def seeded(project, admin_user, tmp_path):
     return seed_project(project, admin_user, tmp_path)
 
 
+@pytest.fixture
+def page(browser):
+    """A page that enforces the policy (the shared `page` fixture bypasses it for Playwright's own helpers)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="en-US", bypass_csp=False)
+    pg = context.new_page()
+    pg.set_default_timeout(20_000)
+    yield pg
+    context.close()
+
+
 def test_main_pages_load_under_the_csp_without_violations(page, live_server, seeded, admin_user, shot):
     from webapp.rewards.models import RewardTestRun
 
