@@ -15,6 +15,7 @@ from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
 from webapp.monitoring import charts, selectors, services
 from webapp.monitoring.models import HumanEvalItem
+from webapp.monitoring.services.stall import stall_status
 from webapp.runs.models import Job
 from webapp.runs.services.workers import worker_online
 
@@ -103,7 +104,8 @@ class LiveApi(APIView):
         table_key, n_checkpoints = selectors.checkpoint_table_state(job)
         data.update(events=selectors.events(job, ser.validated_data.get("since_event")), state=job.state,
                     job_last_step=job.last_step, is_active=job.is_active, checkpoints_key=table_key,
-                    checkpoint_count=n_checkpoints, worker_online=worker_online(), rules=services.rules_status(job))
+                    checkpoint_count=n_checkpoints, worker_online=worker_online(), rules=services.rules_status(job),
+                    stall=stall_status(job))
         return Response(data)
 
 

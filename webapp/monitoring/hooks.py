@@ -1,5 +1,5 @@
 """Subscribed to the runs app's `job_synced` signal: metric rollups, the KL guard and health rules,
-protected checkpoints, retention after each sync of a job.
+stall detection, protected checkpoints, retention after each sync of a job.
 
 `after_sync(job, new_points)` never raises: a monitoring failure must not stop ingest.
 """
@@ -11,6 +11,7 @@ from typing import Any
 
 from webapp.monitoring.rollup import rollup_sync
 from webapp.monitoring.services import guard_rules_process, kl_guard_process, retention_apply, write_protected
+from webapp.monitoring.services.stall import stall_check
 from webapp.runs.models import FINAL_STATES, Job
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,11 @@ def after_sync(job: Job, new_points: Iterable[Any]) -> None:
             guard_rules_process(job=job, new_points=guard_points)
     except Exception:  # noqa: BLE001 - logged; the next sync tries again
         logger.exception("guard rules failed for job %s", job.pk)
+    try:
+        job.refresh_from_db()
+        stall_check(job)
+    except Exception:  # noqa: BLE001 - logged; the next sync checks again
+        logger.exception("stall check failed for job %s", job.pk)
     try:
         job.refresh_from_db()
         write_protected(job)

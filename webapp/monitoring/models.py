@@ -20,11 +20,15 @@ class KLGuardRecord(models.Model):
 
 
 class GuardRulesRecord(models.Model):
-    """The persisted state of a job's run-health rules (training.guard_rules.EngineState as JSON)."""
+    """The persisted run health of a job: its rules' state (training.guard_rules.EngineState as JSON) and
+    whether it is stalled (training.stall)."""
 
     job = models.OneToOneField("runs.Job", on_delete=models.CASCADE, related_name="guard_rules_record")
     state = models.JSONField(default=dict)
     trips = models.PositiveIntegerField(default=0)
+    stalled_since = models.DateTimeField(null=True, blank=True)
+    stall = models.JSONField(default=dict, blank=True)  # the last stall check: idle_s, limit_s, step_s
+    stall_resumes = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

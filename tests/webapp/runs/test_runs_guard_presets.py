@@ -36,3 +36,12 @@ def test_rules_given_with_a_job_replace_the_presets_and_bad_ones_are_refused():
     # a stored job config keeps its rules (restore, rollback, branch start from it)
     again, errors, _ = resolve_config("grpo", "demo-cpu", {"lr": 0.001}, base=cfg)
     assert not errors and again["guard_rules"] == cfg["guard_rules"]
+
+
+def test_a_stall_block_is_kept_with_the_job_and_a_bad_one_refused():
+    cfg, errors, _ = resolve_config("grpo", "demo-cpu", {"stall": {"after_s": 600, "action": "cancel_resume"}})
+    assert not errors and cfg["stall"] == {"after_s": 600, "action": "cancel_resume"}
+    again, errors, _ = resolve_config("grpo", "demo-cpu", {"lr": 0.001}, base=cfg)
+    assert not errors and again["stall"] == cfg["stall"]
+    _, errors, _ = resolve_config("grpo", "demo-cpu", {"stall": {"action": "reboot"}})
+    assert "stall.action must be one of" in errors["stall"]

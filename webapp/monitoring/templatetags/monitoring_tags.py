@@ -12,6 +12,7 @@ from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
 from webapp.monitoring.services.checkpoints import checkpoint_is_lora, protected_steps
 from webapp.monitoring.services.guard import guard_status
 from webapp.monitoring.services.health import rules_status
+from webapp.monitoring.services.stall import stall_status
 
 register = template.Library()
 
@@ -55,7 +56,7 @@ def monitor_panel(context, job) -> dict:
         "access": access, "can_engineer": bool(access and access.can_engineer), "config": config,
         "checkpoints": rows, "table_metrics": [label for _, label in table_metrics], "protected": protected,
         "lineage": selectors.lineage(job), "history": history, "guard": guard_status(job),
-        "rules": rules_status(job),
+        "rules": rules_status(job), "stall": stall_status(job),
         "sample_steps": sample_steps(job.run_dir, "val") if job.run_dir else [],
         "rollback_form": RollbackForm(job=job), "export_form": ExportForm(),
         "human_eval_form": HumanEvalForm(), "hp": selectors.job_hp(job),

@@ -36,6 +36,7 @@ from training.hparams import (
     settings_for,
     value_of,
 )
+from training.stall import StallConfig, StallConfigError
 from webapp.runs.services.presets import PRESETS
 
 __all__ = ["BACKENDS", "BY_FORM_NAME", "BY_KEY", "KINDS", "PRESETS", "SETTINGS", "Setting", "base_config",
@@ -84,8 +85,9 @@ def base_config(kind: str, preset: str) -> dict[str, Any]:
             config["hp"][k] = copy.deepcopy(v)
     config["verl"].update(copy.deepcopy(p.get("verl") or {}))
     config["kl_guard"].update(copy.deepcopy(p.get("kl_guard") or {}))
-    if p.get("guard_rules"):
-        config["guard_rules"] = copy.deepcopy(p["guard_rules"])
+    for key in ("guard_rules", "stall"):
+        if p.get(key):
+            config[key] = copy.deepcopy(p[key])
     return config
 
 
@@ -99,8 +101,9 @@ def _stored_config(stored: dict) -> dict[str, Any]:
     for section in SECTIONS:  # keep what is not a setting (e.g. the KL guard's metric)
         for k, v in (stored.get(section) or {}).items():
             config[section].setdefault(k, copy.deepcopy(v))
-    if stored.get("guard_rules"):
-        config["guard_rules"] = copy.deepcopy(stored["guard_rules"])
+    for key in ("guard_rules", "stall"):  # run health, declared per job (not settings)
+        if stored.get(key):
+            config[key] = copy.deepcopy(stored[key])
     return config
 
 
@@ -128,11 +131,18 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
     overrides = dict(overrides or {})
     if "guard_rules" in overrides:  # a list of rules, not a setting: it replaces the preset's
         config["guard_rules"] = copy.deepcopy(overrides.pop("guard_rules")) or []
+    if "stall" in overrides:  # the stall-detection block: {"after_s" | "factor", "floor_s", "action", ...}
+        config["stall"] = copy.deepcopy(overrides.pop("stall")) or {}
     if config.get("guard_rules"):
         try:
             parse_rules(config["guard_rules"])
         except RuleConfigError as exc:
             errors["guard_rules"] = f"Guard rules: {exc}."
+    if config.get("stall"):
+        try:
+            StallConfig.from_dict(config["stall"])
+        except StallConfigError as exc:
+            errors["stall"] = f"Stall detection: {exc}."
     for key, raw in flatten_overrides(overrides).items():
         setting = BY_KEY.get(key)
         if setting is None:
