@@ -6,10 +6,8 @@ from typing import Any
 from django import forms
 
 from training.reward_mix import SHAPING_LABELS, SHAPINGS
-from webapp.core.services import ApplicationError
 from webapp.rewards import selectors
 from webapp.rewards.samples import MAX_SAMPLES
-from webapp.rewards.services import reward_spec_validate
 
 SOURCE_WIDGET = forms.Textarea(attrs={"rows": 22, "spellcheck": "false", "data-code-editor": "python",
                                       "class": "code-source"})
@@ -67,7 +65,8 @@ def _weight_field(label: str) -> forms.FloatField:
 
 
 class RewardSpecForm(forms.Form):
-    """Pick function versions and reward models with weights, and a shaping; `cleaned_data["reward_spec"]`.
+    """Pick function versions and reward models with weights, and a shaping; `cleaned_data["reward_spec"]`
+    (parsed, not validated: the launch plan validates it).
 
     Usage in a launch form: `RewardSpecForm(request.POST or None, project=project, prefix="reward")`,
     rendered with `{% include "rewards/_reward_spec_fields.html" with form=reward_form %}`.
@@ -134,12 +133,10 @@ class RewardSpecForm(forms.Form):
         for name, value in list(cleaned.items()):
             if name.endswith("_weight") and value is not None and value < 0:
                 self.add_error(name, "A weight must be above 0; leave it blank to leave this reward out.")
-        if self.errors:
-            return cleaned
-        try:
-            cleaned["reward_spec"] = reward_spec_validate(project=self.project, spec=build_reward_spec(cleaned))
-        except ApplicationError as exc:
-            self.add_error("shaping" if exc.field == "shaping" else None, exc.message)
+        if not self.errors:
+            # Parsed only: whether this job needs a reward, and whether the spec holds, is the launch
+            # plan's decision (webapp.runs.services.spec.plan_job, reward_spec_validate).
+            cleaned["reward_spec"] = build_reward_spec(cleaned)
         return cleaned
 
 

@@ -14,7 +14,7 @@ from webapp.runs import selectors
 from webapp.runs.models import Job, JobAttempt, JobKind, ModelEntry, ModelKind
 from webapp.runs.services import config as cfg
 from webapp.runs.services import launch, registry
-from webapp.runs.services.inputs import dry_run, resolve_inputs
+from webapp.runs.services.inputs import dry_run, plan_inputs
 from webapp.runs.services.presets import DEFAULT_PRESET
 
 
@@ -89,11 +89,10 @@ class JobListApi(APIView):
         ser.is_valid(raise_exception=True)
         data = ser.validated_data
         try:
-            inputs = resolve_inputs(access.project, data)
+            plan = plan_inputs(access.project, data)
             if data["dry_run"]:
-                return Response(dry_run(access.project, inputs))
-            job = launch.job_create(project=access.project, user=request.user, name=data.get("name") or None,
-                                    **inputs)
+                return Response(dry_run(plan))
+            job = launch.job_create(plan=plan, user=request.user, name=data.get("name") or None)
         except ApplicationError as exc:
             return error_response(exc)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)

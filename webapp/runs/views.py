@@ -7,7 +7,6 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Max
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -17,7 +16,7 @@ from webapp.core.access import project_access
 from webapp.core.forms import apply_error
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
-from webapp.rewards.forms import RewardSpecForm, build_reward_spec
+from webapp.rewards.forms import RewardSpecForm
 from webapp.runs import selectors
 from webapp.runs.forms import (
     INPUT_FIELDS,
@@ -32,7 +31,7 @@ from webapp.runs.forms import (
 from webapp.runs.models import Job, JobState
 from webapp.runs.services import config as cfg
 from webapp.runs.services import launch, registry
-from webapp.runs.services.spec import build_spec, dry_run_text, plan_job, run_dir_for
+from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for
 from webapp.runs.services.workers import worker_online
 
 
@@ -63,36 +62,19 @@ def _forms(request, project, initial=None, reward_initial=None, data=None):
     return form, reward_form
 
 
-def _plan(form: JobForm, reward_form: RewardSpecForm):
-    """Validate both forms and the job as a whole; errors land next to their fields. Returns (plan, kwargs)."""
-    form.is_valid()
-    reward_form.is_valid()
-    # The widget refuses "no reward" for every job; only GRPO needs one, and plan_job says so.
-    reward_form.errors.pop("__all__", None)
-    reward_spec = build_reward_spec(reward_form.cleaned_data) if not reward_form.errors else None
+def _plan(form: JobForm, reward_form: RewardSpecForm) -> JobPlan | None:
+    """Parse both forms and plan the launch once; every error lands next to its field. None: unparseable."""
+    if not (form.is_valid() & reward_form.is_valid()):
+        inputs_ok = not any(n in form.errors for n in INPUT_FIELDS)
+        if not inputs_ok or reward_form.errors:
+            return None
     data = form.cleaned_data
-    if reward_spec is None or any(n in form.errors for n in ("kind", "backend", "preset", "dataset_version",
-                                                              "base_model", "teacher_model")):
-        return None, None
-    kwargs = {"project": form.project, "kind": data["kind"], "backend": data["backend"], "preset": data["preset"],
-              "hp_overrides": form.overrides(), "dataset_version": data["dataset_version"],
-              "reward_spec": reward_spec, "base_model": data["base_model"],
-              "teacher_model": data.get("teacher_model"), "include_unreviewed": data["include_unreviewed"]}
-    plan = plan_job(**kwargs)
-    if plan.errors:
-        form.apply_errors(plan.errors, reward_form)
-    return plan, kwargs
-
-
-def _preview(project, plan, kwargs) -> dict:
-    next_id = (Job.objects.aggregate(n=Max("id"))["n"] or 0) + 1
-    run_dir = run_dir_for(project, next_id)
-    spec = build_spec(job_id=next_id, kind=plan.kind, backend=plan.backend, config=plan.config,
-                      base_model=kwargs["base_model"], teacher_model=kwargs["teacher_model"],
-                      reward_spec=plan.reward_spec, versions=plan.reward_versions, models=plan.reward_models,
-                      has_val=bool(plan.pinned and plan.pinned.manifest["counts"]["val"]))
-    return {"yaml": cfg.to_yaml(spec), "command": dry_run_text(spec, run_dir), "run_dir": str(run_dir),
-            "job_id": next_id, "manifest": plan.pinned.manifest if plan.pinned else {}}
+    plan = plan_job(project=form.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
+                    hp_overrides=form.overrides(), dataset_version=data["dataset_version"],
+                    reward_spec=reward_form.cleaned_data["reward_spec"], base_model=data["base_model"],
+                    teacher_model=data.get("teacher_model"), include_unreviewed=data["include_unreviewed"])
+    form.apply_errors(plan.errors, reward_form)
+    return plan
 
 
 def _render_form(request, access, form, reward_form, clone_of=None, status=200):
@@ -136,12 +118,12 @@ def job_new(request, slug):
             form, reward_form = _forms(request, project, initial=initial)
             return _render_form(request, access, form, reward_form)
     form, reward_form = _forms(request, project, data=request.POST)
-    plan, kwargs = _plan(form, reward_form)
+    plan = _plan(form, reward_form)
     if plan is None or plan.errors or form.errors or action == "edit":
         return _render_form(request, access, form, reward_form, status=200 if action == "edit" else 400)
     if action == "launch":
         try:
-            job = launch.job_create(user=request.user, name=form.cleaned_data["name"], **kwargs)
+            job = launch.job_create(plan=plan, user=request.user, name=form.cleaned_data["name"])
         except ApplicationError as exc:
             form.apply_errors(getattr(exc, "errors", None) or {exc.field or "__all__": exc.message}, reward_form)
             return _render_form(request, access, form, reward_form, status=400)
@@ -152,8 +134,8 @@ def job_new(request, slug):
     hidden = [(k, v) for k in request.POST for v in request.POST.getlist(k) if k not in ("csrfmiddlewaretoken",
                                                                                       "action")]
     return render(request, "runs/job_review.html", {
-        "project": project, "access": access, "plan": plan, "hidden": hidden, "kwargs": kwargs,
-        "name": form.cleaned_data["name"], **_preview(project, plan, kwargs)})
+        "project": project, "access": access, "plan": plan, "hidden": hidden, "name": form.cleaned_data["name"],
+        **plan_preview(plan)})
 
 
 @require_POST
@@ -161,14 +143,14 @@ def job_preview(request, slug):
     """Live preview for the form: resolved YAML, exact command, and errors keyed by form field."""
     access = project_access(request.user, slug, Role.ENGINEER)
     form, reward_form = _forms(request, access.project, data=request.POST)
-    plan, kwargs = _plan(form, reward_form)
+    plan = _plan(form, reward_form)
     errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
     errors.update({f"reward-{name}": [str(e) for e in errs] for name, errs in reward_form.errors.items()})
     body = {"ok": plan is not None and not plan.errors and not errors, "errors": errors,
             "warnings": {cfg.BY_KEY[k].form_name if k in cfg.BY_KEY else k: v
                          for k, v in (plan.warnings if plan else {}).items()}}
     if body["ok"]:
-        preview = _preview(access.project, plan, kwargs)
+        preview = plan_preview(plan)
         body.update(yaml=preview["yaml"], command=preview["command"], counts=preview["manifest"].get("counts"))
     return JsonResponse(body)
 

@@ -85,6 +85,38 @@ def test_missing_reward_is_shown_on_the_reward_widget(project, engineer, as_user
     assert "GRPO needs a reward" in " ".join(resp.context["reward_form"].non_field_errors())
 
 
+def test_a_launch_is_planned_once_and_its_reward_spec_validated_once(project, engineer, as_user, prompts_version,
+                                                                      tiny_model, reward_fn, no_enqueue, monkeypatch):
+    from webapp.rewards import services as reward_services
+    from webapp.runs.services import config
+
+    calls = {"plans": 0, "reward_checks": 0}
+
+    def counted(name, module, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(config, "resolve_config", counted("plans", config, config.resolve_config))
+    monkeypatch.setattr(reward_services, "reward_spec_validate",
+                        counted("reward_checks", reward_services, reward_services.reward_spec_validate))
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/",
+                                  form_data(prompts_version, tiny_model, reward_fn, action="launch"))
+    assert resp.status_code == 302 and Job.objects.count() == 1
+    assert calls == {"plans": 1, "reward_checks": 1}
+
+
+def test_settings_hidden_for_the_backend_are_not_sent_to_the_plan(project, engineer, as_user, prompts_version,
+                                                                  tiny_model, reward_fn, no_enqueue):
+    # A distillation-only value left in the (hidden) field of a GRPO job does not reach its plan.
+    data = form_data(prompts_version, tiny_model, reward_fn, backend="verl", device="cpu", verl_strategy="fsdp2",
+                     verl_rollout_engine="hf", distill_alpha=0.9, action="review")
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 200, resp.context["form"].errors
+    assert resp.context["plan"].config["hp"]["distill_alpha"] == 0.5
+
+
 def test_review_step_shows_yaml_and_command_then_launch(project, engineer, as_user, prompts_version, tiny_model,
                                                         reward_fn, no_enqueue):
     client = as_user(engineer)

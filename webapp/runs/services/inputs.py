@@ -1,15 +1,11 @@
 """Turn names (CLI / API) into launch inputs, and dry runs that create nothing."""
 from __future__ import annotations
 
-from django.db.models import Max
-
 from webapp.core.services import ApplicationError
 from webapp.runs import selectors
-from webapp.runs.models import Job
-from webapp.runs.services import config as cfg
 from webapp.runs.services.launch import JobValidationError
 from webapp.runs.services.presets import DEFAULT_PRESET
-from webapp.runs.services.spec import build_spec, dry_run_text, plan_job, run_dir_for
+from webapp.runs.services.spec import JobPlan, plan_job, plan_preview
 
 
 def resolve_inputs(project, data: dict) -> dict:
@@ -40,16 +36,15 @@ def resolve_inputs(project, data: dict) -> dict:
             "include_unreviewed": bool(data.get("include_unreviewed"))}
 
 
-def dry_run(project, inputs: dict) -> dict:
-    """Validate and render without creating anything: config YAML, run dir, exact command."""
-    plan = plan_job(project=project, **inputs)
+def plan_inputs(project, data: dict) -> JobPlan:
+    """Names (API / CLI) -> the launch's plan, decided once; create and dry-run both start from it."""
+    return plan_job(project=project, **resolve_inputs(project, data))
+
+
+def dry_run(plan: JobPlan) -> dict:
+    """What the plan would launch, creating nothing: config YAML, run dir, exact command."""
     if plan.errors:
         raise JobValidationError(plan.errors, plan.warnings)
-    next_id = (Job.objects.aggregate(n=Max("id"))["n"] or 0) + 1
-    run_dir = run_dir_for(project, next_id)
-    spec = build_spec(job_id=next_id, kind=plan.kind, backend=plan.backend, config=plan.config,
-                      base_model=inputs["base_model"], teacher_model=inputs["teacher_model"],
-                      reward_spec=plan.reward_spec, versions=plan.reward_versions, models=plan.reward_models,
-                      has_val=bool(plan.pinned.manifest["counts"]["val"]))
-    return {"run_dir": str(run_dir), "config_yaml": cfg.to_yaml(spec), "command": dry_run_text(spec, run_dir),
-            "warnings": plan.warnings, "data": plan.pinned.manifest.get("counts")}
+    preview = plan_preview(plan)
+    return {"run_dir": preview["run_dir"], "config_yaml": preview["yaml"], "command": preview["command"],
+            "warnings": plan.warnings, "data": preview["manifest"].get("counts")}

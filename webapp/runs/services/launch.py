@@ -68,16 +68,15 @@ def _next_attempt_number(job: Job) -> int:
     return (job.attempts.aggregate(n=Max("number"))["n"] or 0) + 1
 
 
-def _insert_job(*, project, user, plan: JobPlan, name: str | None, dataset_version, base_model, teacher_model,
-                include_unreviewed: bool, parent: Job | None, resume_checkpoint: Checkpoint | None,
+def _insert_job(*, plan: JobPlan, user, name: str | None, parent: Job | None, resume_checkpoint: Checkpoint | None,
                 reason: str, manifest: dict) -> Job:
     config = dict(plan.config)
     config["total_steps"] = _total_steps(plan.config, manifest.get("counts", {}).get("train", 0))
-    config["include_unreviewed"] = bool(include_unreviewed)
+    config["include_unreviewed"] = plan.include_unreviewed
     job = Job.objects.create(
-        project=project, name=(name or "").strip()[:200] or f"{plan.kind} · {base_model.name} · {plan.preset}",
-        kind=plan.kind, backend=plan.backend, preset=plan.preset, config=config, base_model=base_model,
-        teacher_model=teacher_model if plan.kind == "distill" else None, dataset_version=dataset_version,
+        project=plan.project, kind=plan.kind, backend=plan.backend, preset=plan.preset, config=config,
+        name=(name or "").strip()[:200] or f"{plan.kind} · {plan.base_model.name} · {plan.preset}",
+        base_model=plan.base_model, teacher_model=plan.teacher_model, dataset_version=plan.dataset_version,
         reward_spec=plan.reward_spec, data_manifest=manifest, parent=parent, resume_checkpoint=resume_checkpoint,
         queue=job_queue(plan.backend, plan.config["hp"]), created_by=user)
     job.reward_versions.set(plan.reward_versions)
@@ -88,32 +87,30 @@ def _insert_job(*, project, user, plan: JobPlan, name: str | None, dataset_versi
     return job
 
 
-def job_create(*, project, user, kind: str, backend: str, preset: str, hp_overrides: dict | None, dataset_version,
-               reward_spec: dict | None, base_model, teacher_model=None, include_unreviewed: bool = False,
-               parent: Job | None = None, resume_checkpoint: Checkpoint | None = None, name: str | None = None,
-               reason: str = "start") -> Job:
-    """Validate, pin the data (manifest) and rewards (M2M), save the job and enqueue its launch.
+def job_create(*, user, plan: JobPlan | None = None, name: str | None = None, parent: Job | None = None,
+               resume_checkpoint: Checkpoint | None = None, reason: str = "start", **inputs: Any) -> Job:
+    """Save a planned job (pinned data manifest, reward versions) and enqueue its launch.
 
-    Nothing is written to disk here: the worker that launches the job writes its run directory.
-    Raises JobValidationError (an ApplicationError) with every field error.
+    `plan` comes from `plan_job`; callers with only the launch inputs (project, kind, backend, preset,
+    hp_overrides, dataset_version, reward_spec, base_model, teacher_model, include_unreviewed) pass
+    those instead and the job is planned here. Nothing is written to disk: the worker that launches
+    the job writes its run directory. Raises JobValidationError (an ApplicationError) with every error.
     """
-    plan = plan_job(project=project, kind=kind, backend=backend, preset=preset, hp_overrides=hp_overrides,
-                    dataset_version=dataset_version, reward_spec=reward_spec, base_model=base_model,
-                    teacher_model=teacher_model, include_unreviewed=include_unreviewed)
-    if resume_checkpoint is not None and resume_checkpoint.job.project_id != project.pk:
-        plan.errors.setdefault("resume_checkpoint", "That checkpoint is not in this project.")
-    if plan.errors:
-        raise JobValidationError(plan.errors, plan.warnings)
+    if plan is None:
+        plan = plan_job(**inputs)
+    errors = dict(plan.errors)
+    if resume_checkpoint is not None and resume_checkpoint.job.project_id != plan.project.pk:
+        errors.setdefault("resume_checkpoint", "That checkpoint is not in this project.")
+    if errors:
+        raise JobValidationError(errors, plan.warnings)
     # Planning (a tokenizer load, the data manifest) stays outside the transaction: on SQLite a
     # transaction holds the database's write lock from its start, and every other writer waits.
     with transaction.atomic():
-        job = _insert_job(project=project, user=user, plan=plan, name=name, dataset_version=dataset_version,
-                          base_model=base_model, teacher_model=teacher_model, include_unreviewed=include_unreviewed,
-                          parent=parent, resume_checkpoint=resume_checkpoint, reason=reason,
-                          manifest=plan.pinned.manifest)
-        audit(actor=user, action="job.create", project=project, obj=job,
+        job = _insert_job(plan=plan, user=user, name=name, parent=parent, resume_checkpoint=resume_checkpoint,
+                          reason=reason, manifest=plan.pinned.manifest)
+        audit(actor=user, action="job.create", project=plan.project, obj=job,
               summary=f"Launched {job.kind} job {job.name} ({job.backend}, preset {job.preset})",
-              after={"config": job.config, "reward_spec": job.reward_spec, "dataset_version": dataset_version.pk,
+              after={"config": job.config, "reward_spec": job.reward_spec, "dataset_version": plan.dataset_version.pk,
                      "warnings": plan.warnings})
     return job
 
@@ -137,11 +134,8 @@ def job_create_child(*, parent: Job, checkpoint: Checkpoint, user, hp_overrides:
                     include_unreviewed=bool(parent.config.get("include_unreviewed")), base_config=parent.config)
     if plan.errors:
         raise JobValidationError(plan.errors, plan.warnings)
-    job = _insert_job(project=parent.project, user=user, plan=plan, name=f"{parent.name} ↳ {reason}@{checkpoint.step}",
-                      dataset_version=parent.dataset_version, base_model=parent.base_model,
-                      teacher_model=parent.teacher_model,
-                      include_unreviewed=bool(parent.config.get("include_unreviewed")),
-                      parent=parent, resume_checkpoint=checkpoint, reason=reason, manifest=parent.data_manifest)
+    job = _insert_job(plan=plan, user=user, name=f"{parent.name} ↳ {reason}@{checkpoint.step}", parent=parent,
+                      resume_checkpoint=checkpoint, reason=reason, manifest=parent.data_manifest)
     _event(parent, reason, f"{reason}: new job #{job.pk} from the checkpoint at step {checkpoint.step}",
            step=checkpoint.step, actor=user, child_job=job.pk, overrides=hp_overrides or {})
     audit(actor=user, action=f"job.{reason}", project=parent.project, obj=job,

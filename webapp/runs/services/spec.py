@@ -10,21 +10,24 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Max
 
 from training.jobspec import JobSpec
 from training.reward_mix import SHAPINGS
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.rewards.models import RewardVersion
-from webapp.runs.models import ModelEntry, ModelKind
+from webapp.runs.models import Job, ModelEntry, ModelKind
 from webapp.runs.services import config as cfg
 from webapp.runs.services.data import Pinned, longest_prompt, select_rows
 
 
 @dataclass
 class JobPlan:
-    """Everything a launch needs, validated: the resolved config plus the pinned inputs."""
+    """A launch, decided once: its inputs, the resolved config, the pinned data and rewards, and every
+    error and warning. `job_create(plan=...)` saves it; `plan_preview(plan)` renders it."""
 
+    project: Any
     kind: str
     backend: str
     preset: str
@@ -32,6 +35,10 @@ class JobPlan:
     errors: dict[str, str]
     warnings: dict[str, str]
     reward_spec: dict
+    dataset_version: DatasetVersion | None = None
+    base_model: ModelEntry | None = None
+    teacher_model: ModelEntry | None = None
+    include_unreviewed: bool = False
     reward_versions: list[RewardVersion] = field(default_factory=list)
     reward_models: list[ModelEntry] = field(default_factory=list)
     pinned: Pinned | None = None
@@ -133,8 +140,25 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
         cfg.check_prompt_length(config["hp"], longest, cfg_errors, warnings)
     for key, message in cfg_errors.items():
         errors.setdefault(key, message)
-    return JobPlan(kind=kind, backend=backend, preset=preset, config=config, errors=errors, warnings=warnings,
-                   reward_spec=reward_spec, reward_versions=versions, reward_models=models, pinned=pinned)
+    return JobPlan(project=project, kind=kind, backend=backend, preset=preset, config=config, errors=errors,
+                   warnings=warnings, reward_spec=reward_spec, dataset_version=dataset_version, base_model=base_model,
+                   teacher_model=teacher_model if kind == "distill" else None,
+                   include_unreviewed=bool(include_unreviewed), reward_versions=versions, reward_models=models,
+                   pinned=pinned)
+
+
+def plan_preview(plan: JobPlan) -> dict[str, Any]:
+    """What launching this (valid) plan would write and run: job.json as YAML, the exact command, the run
+    dir, the data manifest, and the job id it would most likely get."""
+    next_id = (Job.objects.aggregate(n=Max("id"))["n"] or 0) + 1
+    run_dir = run_dir_for(plan.project, next_id)
+    manifest = plan.pinned.manifest if plan.pinned else {}
+    spec = build_spec(job_id=next_id, kind=plan.kind, backend=plan.backend, config=plan.config,
+                      base_model=plan.base_model, teacher_model=plan.teacher_model, reward_spec=plan.reward_spec,
+                      versions=plan.reward_versions, models=plan.reward_models,
+                      has_val=bool(manifest.get("counts", {}).get("val")))
+    return {"yaml": cfg.to_yaml(spec), "command": dry_run_text(spec, run_dir), "run_dir": str(run_dir),
+            "job_id": next_id, "manifest": manifest}
 
 
 def reward_filename(rv: RewardVersion) -> str:

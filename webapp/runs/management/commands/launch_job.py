@@ -12,7 +12,7 @@ from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.runs.models import FINAL_STATES, Job, JobState
 from webapp.runs.services import config as cfg
-from webapp.runs.services.inputs import dry_run, resolve_inputs
+from webapp.runs.services.inputs import dry_run, plan_inputs
 from webapp.runs.services.launch import job_create, job_launch
 from webapp.runs.services.sync import sync_job
 
@@ -64,10 +64,10 @@ class Command(BaseCommand):
                 "dataset": o["dataset"], "reward": o["reward"], "shaping": o["shaping"], "model": o["model"],
                 "teacher": o["teacher"], "set": overrides, "include_unreviewed": o["include_unreviewed"]}
         try:
-            inputs = resolve_inputs(project, data)
+            plan = plan_inputs(project, data)
             if o["dry_run"]:
-                return self._dry_run(project, inputs, o["show_config"])
-            job = job_create(project=project, user=user, name=o["name"] or None, **inputs)
+                return self._dry_run(plan, o["show_config"])
+            job = job_create(plan=plan, user=user, name=o["name"] or None)
         except ApplicationError as exc:
             raise CommandError(self._errors(exc)) from None
         self.stdout.write(self.style.SUCCESS(f"Job #{job.pk} queued on the {job.queue} queue: {job.name}"))
@@ -80,8 +80,8 @@ class Command(BaseCommand):
         errors = getattr(exc, "errors", None) or {exc.field or "error": exc.message}
         return "the job was refused:\n" + "\n".join(f"  {key}: {msg}" for key, msg in errors.items())
 
-    def _dry_run(self, project, inputs, show_config: bool) -> None:
-        out = dry_run(project, inputs)
+    def _dry_run(self, plan, show_config: bool) -> None:
+        out = dry_run(plan)
         self.stdout.write(f"Run directory: {out['run_dir']}")
         self.stdout.write(out["command"].rstrip("\n"))
         for key, msg in out["warnings"].items():
