@@ -32,6 +32,20 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
     return 1.0 if str(solution_str).strip() == str(ground_truth).strip() else 0.0
 '''
 
+# Exact match plus partial credit for near misses: the untrained demo model is right only by chance, and a
+# group whose samples all score 0 has zero GRPO advantage (no gradient). Short rehearsals use this one.
+NEAR_MISS_SOURCE = '''\
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    """1.0 for the exact sum; else up to 0.5, less the further the number is from it."""
+    answer, truth = str(solution_str).strip(), str(ground_truth).strip()
+    if answer == truth:
+        return 1.0
+    try:
+        return max(0.0, 0.5 - 0.05 * abs(int(answer) - int(truth)))
+    except ValueError:
+        return 0.0
+'''
+
 _COMMON = {"seed": 1, "device": "cpu", "dtype": "float32", "max_prompt_length": 8, "max_response_length": 4,
            "max_seq_len": 16, "epochs": 1, "lora": {"rank": 0, "alpha": 16, "targets": "all-linear"},
            "keep_last_k": 3, "weight_decay": 0.0, "warmup_steps": 0, "grad_clip": 1.0}

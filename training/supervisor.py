@@ -15,9 +15,11 @@ Stdlib only: this runs next to GPU jobs and must start fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -70,6 +72,39 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _scratch_dirs(launch: dict) -> list[str]:
+    # Only absolute, non-root paths: they are deleted, and matched against process command lines.
+    dirs = launch.get("scratch_dirs") or []
+    return [d for d in dirs if isinstance(d, str) and os.path.isabs(d) and len(d.strip("/")) > 4]
+
+
+def release_scratch(dirs: list[str]) -> int:
+    """SIGKILL every process whose command line names one of `dirs`, then delete the dirs.
+
+    A private Ray cluster's processes (GCS, raylet, workers) all name its temp dir; some leave
+    the training process group, so killing the group alone can leave them running.
+    """
+    if not dirs:
+        return 0
+    killed, me = 0, os.getpid()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if any(d in cmdline for d in dirs):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+    return killed
 
 
 def supervise(attempt_dir: str | Path) -> int:
@@ -128,6 +163,7 @@ def _supervise(adir: AttemptDir, log) -> int:
     rc = proc.wait()
     if _group_alive(pgid):  # stragglers the training process left behind
         _stop_group(pgid, proc, 2.0)
+    release_scratch(_scratch_dirs(launch))
     write_json(adir.heartbeat, {"time": time.time(), "pid": proc.pid})
     write_json(adir.exit, {"returncode": rc, "cancelled": stop["by"] in ("cancel", "sigterm"),
                                             "stopped_by": stop["by"], "ended_at": time.time(),
@@ -201,6 +237,8 @@ def kill_lost_group(attempt_dir: str | Path, stale_after_s: float = 30) -> bool:
     if attempt_state(attempt_dir, stale_after_s) != "lost":
         return False
     found = bool(attempt_processes(attempt_dir))
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no usable launch.json: nothing to release
+        release_scratch(_scratch_dirs(json.loads(AttemptDir(Path(attempt_dir)).launch.read_text())))
     return kill_attempt(attempt_dir) and found
 
 

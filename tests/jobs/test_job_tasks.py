@@ -46,6 +46,7 @@ def test_launch_is_routed_per_job_and_the_task_is_one_service_call(monkeypatch):
     assert sent == [(launch_job.name, {"args": [7], "queue": "gpu", "countdown": None}),
                     (launch_job.name, {"args": [8], "queue": "cpu", "countdown": 2})]
     assert launch.job_queue("verl", {"device": "auto"}) == "gpu"
+    assert launch.job_queue("verl", {"device": "cpu"}) == "cpu"  # the CPU rehearsal
     assert launch.job_queue("local", {"device": "cuda"}) == "gpu"
     assert launch.job_queue("local", {"device": "auto"}) == "cpu"
     assert launch.job_queue("verl", {"device": "cpu"}) == "cpu"  # VERL rehearsed on CPU

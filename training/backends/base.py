@@ -39,6 +39,8 @@ class LaunchPlan:
 
     `cancel_argv`, when set, must be run to stop the job: killing the process group is not
     enough for a job handed to a remote Ray cluster (`ray job stop ...`).
+    `scratch_dirs` are private to the attempt (a local Ray cluster's temp dir): when the attempt
+    ends, the supervisor kills every process that still names one and deletes them.
     """
 
     argv: list[str]
@@ -46,12 +48,14 @@ class LaunchPlan:
     cwd: str
     cancel_argv: list[str] | None = None
     notes: list[str] = field(default_factory=list)
+    scratch_dirs: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Return the `launch.json` form (the keys of docs/run-directory.md plus the extras)."""
         data = asdict(self)
-        if not data["notes"]:
-            data.pop("notes")
+        for key in ("notes", "scratch_dirs"):
+            if not data[key]:
+                data.pop(key)
         if data["cancel_argv"] is None:
             data.pop("cancel_argv")
         return data

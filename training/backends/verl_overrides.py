@@ -18,6 +18,7 @@ from typing import Any
 from training import hparams
 from training.backends.base import BackendError
 from training.rundir import RunDir
+from training.verl_cpu import ROLLOUT_NAME, cpu_overrides, is_cpu_job, merge_overrides
 
 ENGINES = hparams.ROLLOUT_ENGINES
 MAX_LORA_RANK = hparams.MAX_LORA_RANK
@@ -56,6 +57,7 @@ class VerlPaths:
     val_parquet: Path
     reward_module: Path | None
     attempt: int
+    ray_tmp: str | None = None  # CPU runs: the attempt's private Ray temp dir
 
     @property
     def checkpoints(self) -> Path:
@@ -134,7 +136,7 @@ def gpu_plan(spec: dict[str, Any]) -> GpuPlan:
     if per_node < 1 or nnodes < 1:
         raise BackendError("verl.n_gpus_per_node and verl.nnodes must be >= 1")
     if not is_on_policy_distill(spec):
-        return GpuPlan(per_node, nnodes)
+        return GpuPlan(1, 1) if is_cpu_job(spec) else GpuPlan(per_node, nnodes)
     # VERL gives the teacher a separate resource pool that must be > 0 (main_ppo_v0.py).
     teacher = int(verl.get("teacher_gpus_per_node") or max(1, per_node // 2))
     student = per_node - teacher
@@ -236,11 +238,13 @@ def setting_overrides(spec: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def build_overrides(
     spec: dict[str, Any], paths: VerlPaths, n_train_rows: int, resume: Resume,
-    logger_env: dict[str, str] | None = None,
+    logger_env: dict[str, str] | None = None, chat_template: str | None = None,
 ) -> list[str]:
     """Return the exact `key=value` override list for `python -m verl.trainer.main_ppo`.
 
     A Megatron job's list starts with `--config-name=ppo_megatron_trainer` (VERL's Megatron config).
+
+    `chat_template` is passed for a model whose tokenizer has none (VERL's rollout always applies one).
     """
     kind = spec.get("kind", "grpo")
     if kind == "reward_model":
@@ -254,7 +258,8 @@ def build_overrides(
     model = (spec.get("model") or {}).get("path")
     if not model:
         raise BackendError("model.path is required")
-    engine = hparams.value_of(spec, "verl.rollout_engine")
+    cpu = is_cpu_job(spec)
+    engine = ROLLOUT_NAME if cpu else hparams.value_of(spec, "verl.rollout_engine")
     if engine not in ENGINES:
         raise BackendError(f"verl.rollout_engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     gpus = gpu_plan(spec)
@@ -289,6 +294,8 @@ def build_overrides(
         ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", batches.log_prob_micro_batch_size_per_gpu),
     ]
     ov += setting_overrides(spec)
+    if chat_template is not None:  # the model's tokenizer has none: render prompts as plain text
+        ov.append(("actor_rollout_ref.model.custom_chat_template", chat_template))
     ov += _reward_overrides(spec, paths.reward_module, engine)
     ov.append(("reward.num_workers", int((spec.get("verl") or {}).get("reward_workers", 4))))
     if distill:
@@ -314,6 +321,10 @@ def build_overrides(
     for key, value in (logger_env or {}).items():
         # The Tracking object lives in a Ray actor; an attached cluster does not inherit our env.
         ov.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}", value))
+    if cpu:
+        if not paths.ray_tmp:
+            raise BackendError("a CPU run needs its private Ray temp dir")
+        ov = merge_overrides(ov, cpu_overrides(paths.ray_tmp))
     out = [f"{k}={hydra_value(v)}" for k, v in ov]
     if hparams.value_of(spec, "verl.strategy") == "megatron":
         # Megatron workers have their own config tree; every key set above exists in it too.

@@ -65,6 +65,8 @@ def test_every_preset_is_valid_for_its_backend():
     ({"clip_ratio": 1.5}, "local", "clip_ratio", "between 0 and 1"),
     ({"temperature": 0}, "local", "temperature", "above 0"),
     ({"device": "cpu", "verl.rollout_engine": "vllm"}, "verl", "verl.rollout_engine", "vLLM needs CUDA GPUs"),
+    ({"device": "cpu", "lora.rank": 8}, "verl", "lora.rank", "CPU rollout syncs full weights"),
+    ({"device": "cpu", "verl.nnodes": 2}, "verl", "verl.nnodes", "one machine"),
     ({"kl_guard.enabled": True, "kl_guard.lr_factor": 2}, "local", "kl_guard.lr_factor", "between 0 and 1"),
     ({"kl_guard.enabled": "on", "kl_guard.action": "restore", "save_freq": 0}, "local", "kl_guard.action",
      "needs checkpoints"),
@@ -75,6 +77,11 @@ def test_inconsistent_values_are_refused_on_their_field(overrides, backend, fiel
     _, errors, _ = resolve_config("grpo", "demo-cpu", overrides, backend=backend)
     assert field in errors, errors
     assert words in errors[field]
+
+
+def test_verl_rehearses_on_cpu_with_the_demo_preset():
+    config, errors, _ = resolve_config("grpo", "demo-cpu", {}, backend="verl")
+    assert errors == {} and config["hp"]["device"] == "cpu"
 
 
 def test_distill_and_reward_model_rules():

@@ -1,0 +1,85 @@
+"""The CPU rehearsal's launch plan: VERL's own Hydra config takes every override, the plan names a
+private Ray cluster, and what the CPU rollout cannot do is refused before anything starts."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("verl")
+
+from training.backends.base import BackendError  # noqa: E402
+from training.backends.verl import VerlBackend  # noqa: E402
+from training.verl_cpu import PLAIN_CHAT_TEMPLATE, PLUGIN_MODULE, merge_overrides, ray_temp_dir  # noqa: E402
+
+CPU = {"hp": {"device": "cpu"}}
+
+
+def _overrides(plan) -> list[str]:
+    assert plan.argv[1:3] == ["-m", "verl.trainer.main_ppo"]
+    return plan.argv[3:]
+
+
+def test_cpu_plan_composes_with_verls_config(verl_compose, make_run):
+    spec, run_dir = make_run(CPU)
+    plan = VerlBackend().prepare(spec, run_dir, 1)
+    cfg = verl_compose(_overrides(plan))
+    rollout, actor = cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.actor
+    assert rollout.name == "hf" and rollout.checkpoint_engine.backend == "naive"
+    assert actor.strategy == "fsdp2" and actor.use_torch_compile is False
+    assert cfg.actor_rollout_ref.model.use_remove_padding is False
+    assert cfg.trainer.device == "cpu" and cfg.trainer.use_v1 is False and cfg.trainer.n_gpus_per_node == 1
+    ray_init = cfg.ray_kwargs.ray_init
+    assert ray_init.address == "local" and ray_init.num_gpus == 1 and ray_init.include_dashboard is False
+    assert ray_init._temp_dir == ray_temp_dir(run_dir, 1) == plan.scratch_dirs[0]
+    assert plan.env["VERL_USE_EXTERNAL_MODULES"] == PLUGIN_MODULE and plan.env["VERL_PLATFORM"] == "cpu"
+    assert plan.env["RAY_ADDRESS"] == ""  # a cluster named by the worker's environment is never joined
+    assert json.loads(json.dumps(plan.to_json()))["scratch_dirs"] == plan.scratch_dirs
+
+
+def test_each_attempt_gets_its_own_short_ray_dir(tmp_path):
+    a1, a2 = ray_temp_dir(tmp_path / "run", 1), ray_temp_dir(tmp_path / "run", 2)
+    other = ray_temp_dir(tmp_path / "other", 1)
+    assert len({a1, a2, other}) == 3
+    # Ray's socket paths (<temp>/session_<date>_<pid>/sockets/plasma_store) must stay under ~107 chars.
+    assert all(len(p) <= 40 for p in (a1, a2, other))
+
+
+def test_a_tokenizer_without_chat_template_gets_the_plain_one(verl_compose, make_run, tmp_path, tiny_model_dir):
+    plain = tmp_path / "plain-model"
+    shutil.copytree(tiny_model_dir, plain)
+    cfg_file = plain / "tokenizer_config.json"
+    tok_cfg = json.loads(cfg_file.read_text())
+    tok_cfg.pop("chat_template", None)
+    cfg_file.write_text(json.dumps(tok_cfg))
+    (plain / "chat_template.jinja").unlink(missing_ok=True)
+    spec, run_dir = make_run({**CPU, "model": {"path": str(plain), "name": "plain"}})
+    cfg = verl_compose(_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    assert cfg.actor_rollout_ref.model.custom_chat_template == PLAIN_CHAT_TEMPLATE
+    spec, run_dir = make_run(CPU, name="templated")
+    cfg = verl_compose(_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    assert cfg.actor_rollout_ref.model.custom_chat_template is None
+
+
+@pytest.mark.parametrize("updates, words", [
+    ({"hp": {"device": "cpu", "lora": {"rank": 8}}}, "LoRA is not available on the CPU rollout"),
+    ({"hp": {"device": "cpu"}, "model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"}}, "local model folder"),
+    ({"hp": {"device": "cpu"}, "verl": {"nnodes": 2}}, "one machine"),
+])
+def test_what_the_cpu_rollout_cannot_do_is_refused(make_run, updates, words):
+    spec, run_dir = make_run(updates)
+    with pytest.raises(BackendError, match=words):
+        VerlBackend().prepare(spec, run_dir, 1)
+
+
+def test_gpu_plans_are_unchanged(make_run):
+    spec, run_dir = make_run({"hp": {"device": "cuda"}})
+    plan = VerlBackend().prepare(spec, run_dir, 1)
+    assert "actor_rollout_ref.rollout.name=vllm" in plan.argv and not plan.scratch_dirs
+    assert "VERL_USE_EXTERNAL_MODULES" not in plan.env
+
+
+def test_merge_overrides_replaces_in_place_and_appends():
+    merged = merge_overrides([("a", 1), ("b", 2)], [("b", 3), ("c", 4)])
+    assert merged == [("a", 1), ("b", 3), ("c", 4)]

@@ -1,0 +1,70 @@
+"""The CPU plugin's pieces, in this process (the end-to-end run is in tests/webapp/runs/test_verl_cpu_run.py)."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("verl")
+
+
+def test_the_plugin_registers_the_platform_and_the_rollout(monkeypatch):
+    monkeypatch.setenv("VERL_PLATFORM", "cpu")
+    from verl.plugin.platform import PlatformRegistry
+    from verl.workers.rollout import base as rollout_base
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    import training.verl_cpu.plugin  # noqa: F401
+    from training.verl_cpu.rollout import HFReplica
+
+    platform = PlatformRegistry.get("cpu")()
+    assert platform.device_name == "cpu" and platform.communication_backend_name() == "gloo"
+    assert platform.ray_resource_name() == "GPU"  # the launcher fakes one with ray_init.num_gpus
+    assert RolloutReplicaRegistry.get("hf") is HFReplica
+    assert rollout_base._ROLLOUT_REGISTRY[("hf", "async")] == "training.verl_cpu.rollout.HFServerAdapter"
+
+
+def test_offloading_never_pins_memory():
+    from torch.distributed.fsdp import CPUOffloadPolicy
+
+    import training.verl_cpu.plugin  # noqa: F401
+
+    assert CPUOffloadPolicy(pin_memory=True).pin_memory is False
+
+
+@pytest.mark.parametrize("backend, expected", [
+    ("cpu:gloo,cpu:gloo", "cpu:gloo"),
+    ("cpu:gloo,cuda:nccl", "cpu:gloo,cuda:nccl"),
+    ("gloo", "gloo"),
+    (None, None),
+])
+def test_duplicate_backends_are_collapsed(backend, expected):
+    from training.verl_cpu.plugin import dedupe_backend
+
+    assert dedupe_backend(backend) == expected
+
+
+def test_the_demo_tokenizer_falls_back_to_the_default_token_builder(tmp_path):
+    from verl.utils import hf_tokenizer
+    from verl.utils.tokenizer import continuous_token_wiring as wiring
+
+    import training.verl_cpu.plugin  # noqa: F401
+    from training.demo import DEMO_VOCAB
+    from training.models import build_tiny_model
+
+    path = build_tiny_model(tmp_path / "demo", vocab=DEMO_VOCAB, hidden=16, layers=1, max_positions=16)
+    tok = hf_tokenizer(str(path))  # as VERL loads it: no newline token, no <|im_end|>
+    with pytest.raises(ValueError, match="newline"):
+        wiring.get_continuous_token_builder_class(wiring.ContinuousTokenModelFamily.QWEN)(tok)
+    builder = wiring.create_continuous_token_builder(tok, hf_model_type="qwen2")
+    assert type(builder).__name__ == "ContinuousTokenBuilder"
+
+
+def test_sampling_filters_keep_the_distribution_valid():
+    import torch
+
+    from training.verl_cpu.rollout import _filter_logits
+
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
+    kept = torch.isfinite(_filter_logits(logits, 1.0, top_p=None, top_k=2))
+    assert kept.tolist() == [[True, True, False, False]]
+    probs = torch.softmax(_filter_logits(logits, 0.5, top_p=0.7, top_k=None), dim=-1)
+    assert probs[0, 0] > 0.7 and probs.sum().item() == pytest.approx(1.0)

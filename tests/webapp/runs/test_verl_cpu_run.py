@@ -1,0 +1,151 @@
+"""VERL's real trainer through the app on CPU: a Celery worker launches `verl.trainer.main_ppo` (GRPO,
+the demo model, the CPU plugin) under the supervisor; the sync ingests VERL's file logger and lists
+`global_step_N`; a rollback child resumes from that VERL checkpoint; cancel leaves no Ray process.
+
+Each launch starts a private Ray cluster: about a minute per launch on two cores."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("verl")
+
+from tests.webapp.monitoring.conftest import job_inputs  # noqa: E402
+from webapp.runs.models import Checkpoint, Job, JobState, MetricPoint  # noqa: E402
+
+pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+LAUNCH_TIMEOUT_S = 400
+HP = {"batch_size": 4, "group_size": 2, "max_steps": 2, "save_freq": 2, "test_freq": 0, "lr": 1e-3,
+      "kl_coef": 0.02}
+
+
+@pytest.fixture
+def demo_model(settings):
+    import torch
+
+    from training.demo import build_demo_model
+
+    torch.set_num_threads(1)
+    return build_demo_model(Path(settings.MODELS_ROOT) / "demo-tiny")
+
+
+@pytest.fixture
+def inputs(project, demo_model):
+    """The demo sums, the registered demo model and the near-miss reward (gradient from step 1)."""
+    from training.demo import NEAR_MISS_SOURCE
+    from webapp.rewards.services import reward_function_create
+
+    data = job_inputs(project, demo_model)
+    fn = reward_function_create(project=project, user=None, name="near-miss", source=NEAR_MISS_SOURCE)
+    data["reward_spec"] = {"shaping": "raw", "components": [
+        {"type": "function", "version_id": fn.latest_version.pk, "weight": 1.0}]}
+    return data
+
+
+def _ray_processes(run_dir: Path) -> list[str]:
+    """Command lines that still name one of this run's private Ray temp dirs."""
+    from training.verl_cpu import ray_temp_dir
+
+    dirs = [ray_temp_dir(run_dir, n) for n in range(1, 4)]
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().decode(errors="replace")
+            except OSError:
+                continue
+            if any(d in cmd for d in dirs):
+                found.append(cmd[:200])
+    return found
+
+
+def _run_until(job: Job, done, what: str, worker, timeout: float = LAUNCH_TIMEOUT_S) -> Job:
+    """Sync the job like beat does, every second, until `done(job)`."""
+    from webapp.runs.services.sync import sync_job
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        job.refresh_from_db()
+        if job.run_dir:
+            sync_job(job)
+            job.refresh_from_db()
+        if done(job):
+            return job
+        if job.state in (JobState.FAILED, JobState.LOST):
+            break
+        time.sleep(1)
+    log = ""
+    attempts = sorted(Path(job.run_dir).glob("attempts/*/log.txt")) if job.run_dir else []
+    if attempts:
+        log = attempts[-1].read_text()[-4000:]
+    raise AssertionError(f"{what}: job #{job.pk} is {job.state} ({job.error[-1500:]!r})\n{log}\n"
+                         f"worker: {worker.log_path.read_text()[-2000:]}")
+
+
+def _metrics(job: Job, name: str) -> dict[int, float]:
+    return dict(MetricPoint.objects.filter(job=job, name=name).values_list("step", "value"))
+
+
+def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(project, engineer, inputs,
+                                                                             celery_worker_proc, stop_runs):
+    from webapp.runs.services import job_create, job_create_child
+
+    job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
+                     hp_overrides=HP, include_unreviewed=True, **inputs)
+    assert job.queue == "cpu" and job.config["hp"]["device"] == "cpu"
+    job = _run_until(job, lambda j: j.state == JobState.SUCCEEDED, "the VERL job", celery_worker_proc)
+    run_dir = Path(job.run_dir)
+
+    assert (run_dir / "checkpoints" / "global_step_2" / "actor").is_dir()
+    assert list(job.checkpoints.values_list("step", flat=True)) == [2]
+    grad = _metrics(job, "actor/grad_norm")
+    assert sorted(grad) == [1, 2] and all(v > 0 for v in grad.values())
+    # the rollout server samples with the trainer's weights (synced after every update)
+    assert all(v < 1e-2 for v in _metrics(job, "training/rollout_probs_diff_max").values())
+    assert set(_metrics(job, "actor/kl_loss")) == {1, 2}  # the KL guard's metric is logged
+    assert not _ray_processes(run_dir) and not any(Path(d).exists() for d in _scratch(run_dir, 1))
+
+    ckpt = Checkpoint.objects.get(job=job, step=2)
+    child = job_create_child(parent=job, checkpoint=ckpt, user=engineer, hp_overrides={"max_steps": 4})
+    child = _run_until(child, lambda j: j.state == JobState.SUCCEEDED, "the rollback child", celery_worker_proc)
+    child_dir = Path(child.run_dir)
+    assert child_dir != run_dir
+    log = (child_dir / "attempts" / "1" / "log.txt").read_text()
+    assert f"Resuming from {ckpt.path}" in log or f"Load from checkpoint folder: {ckpt.path}" in log
+    assert sorted(_metrics(child, "actor/grad_norm")) == [3, 4]  # continues after step 2
+    assert all(v > 0 for v in _metrics(child, "actor/grad_norm").values())
+    assert all(v < 1e-2 for v in _metrics(child, "training/rollout_probs_diff_max").values())
+    assert list(child.checkpoints.values_list("step", flat=True)) == [4]
+    assert not (run_dir / "checkpoints" / "global_step_4").exists()  # the parent is left as it was
+    assert not _ray_processes(child_dir)
+
+
+def _scratch(run_dir: Path, attempt: int) -> list[str]:
+    import json
+
+    launch = json.loads((run_dir / "attempts" / str(attempt) / "launch.json").read_text())
+    return launch.get("scratch_dirs") or []
+
+
+def test_cancel_stops_ray_and_every_child(project, engineer, inputs, celery_worker_proc, stop_runs):
+    from webapp.runs.services import job_cancel, job_create
+
+    job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
+                     hp_overrides={**HP, "max_steps": 500, "save_freq": 0}, include_unreviewed=True, **inputs)
+    job = _run_until(job, lambda j: MetricPoint.objects.filter(job=j, name="actor/grad_norm").exists(),
+                     "the first step", celery_worker_proc)
+    run_dir = Path(job.run_dir)
+    assert _ray_processes(run_dir)  # a live private Ray cluster
+    job_cancel(job=job, user=engineer)
+    job = _run_until(job, lambda j: j.state == JobState.CANCELLED, "the cancel", celery_worker_proc, timeout=90)
+    deadline = time.time() + 20
+    while _ray_processes(run_dir) and time.time() < deadline:
+        time.sleep(0.5)
+    assert not _ray_processes(run_dir)
+    assert not any(Path(d).exists() for d in _scratch(run_dir, 1))
+    pid = int((run_dir / "attempts" / "1" / "supervisor.pid").read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)

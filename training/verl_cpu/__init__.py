@@ -1,0 +1,104 @@
+"""VERL's real trainer on a CPU-only machine: rehearse a VERL job with a tiny model before the GPU run.
+
+A job with `hp.device = "cpu"` on the VERL backend runs the same `python -m verl.trainer.main_ppo`
+as on a GPU host, with three differences, all set up here:
+
+- `PLUGIN_MODULE` is imported by VERL in every Ray process (`VERL_USE_EXTERNAL_MODULES`): a `cpu`
+  platform on gloo, the `hf` rollout server and one patch (see `plugin.py`);
+- `cpu_overrides` swaps the GPU-only choices (vLLM/SGLang, torch.compile, remove-padding kernels,
+  the V1 trainer) for CPU ones and fakes the GPU that VERL's resource pools count;
+- each attempt gets a private Ray cluster (`address=local`, its own short temp dir, random ports),
+  so two runs on one machine never join each other and a cancel can find every Ray process.
+
+This module imports neither VERL nor torch: the web app builds launch plans with it.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+PLUGIN_MODULE = "training.verl_cpu.plugin"
+ROLLOUT_NAME = "hf"
+RAY_TMP_PREFIX = "rlhf-ray-"
+# Ray puts unix sockets under its temp dir; their paths must stay below ~107 characters.
+_MAX_TMP_LEN = 40
+# Jinja template that renders the chat as the bare text of its messages: a tokenizer without a
+# chat template gets the same prompt text as on the local backend.
+PLAIN_CHAT_TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}"
+
+
+def is_cpu_job(spec: dict[str, Any]) -> bool:
+    """A VERL job that runs on CPU: device "cpu", or the CPU rollout chosen explicitly."""
+    hp, verl = spec.get("hp") or {}, spec.get("verl") or {}
+    return hp.get("device") == "cpu" or verl.get("rollout_engine") == ROLLOUT_NAME
+
+
+def ray_temp_dir(run_dir: Path, attempt: int) -> str:
+    """A short, private temp dir for the attempt's Ray cluster: /tmp/rlhf-ray-<run hash>-<attempt>."""
+    digest = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
+    base = tempfile.gettempdir()
+    if len(base) > _MAX_TMP_LEN - 25:
+        base = "/tmp"
+    return os.path.join(base, f"{RAY_TMP_PREFIX}{digest}-{int(attempt)}")
+
+
+def cpu_env() -> dict[str, str]:
+    """Environment for main_ppo on CPU (added to the backend's base env)."""
+    return {
+        "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE,
+        "VERL_PLATFORM": "cpu",
+        "VERL_ENGINE_DEVICE": "cuda",  # selects VERL's FSDP engine; it runs on gloo here
+        "RAY_ADDRESS": "",  # never join a cluster named by the worker's environment
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_DEDUP_LOGS": "0",
+        "OMP_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+    }
+
+
+def cpu_overrides(ray_tmp: str) -> list[tuple[str, Any]]:
+    """Overrides that replace or extend the GPU job's list (same keys win, new ones are appended)."""
+    return [
+        ("actor_rollout_ref.rollout.name", ROLLOUT_NAME),
+        ("actor_rollout_ref.rollout.tensor_model_parallel_size", 1),
+        ("actor_rollout_ref.rollout.agent.num_workers", 1),
+        ("actor_rollout_ref.rollout.checkpoint_engine.backend", "naive"),
+        ("actor_rollout_ref.actor.strategy", "fsdp2"),
+        ("actor_rollout_ref.ref.strategy", "fsdp2"),
+        ("actor_rollout_ref.actor.use_torch_compile", False),
+        ("actor_rollout_ref.actor.fsdp_config.use_torch_compile", False),
+        ("actor_rollout_ref.ref.use_torch_compile", False),
+        ("actor_rollout_ref.ref.fsdp_config.use_torch_compile", False),
+        ("actor_rollout_ref.actor.fsdp_config.dtype", "float32"),
+        ("actor_rollout_ref.ref.fsdp_config.dtype", "float32"),
+        # Offloading pins host memory, which needs an accelerator; on CPU the weights are home already.
+        ("actor_rollout_ref.actor.fsdp_config.param_offload", False),
+        ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", False),
+        ("actor_rollout_ref.ref.fsdp_config.param_offload", False),
+        ("actor_rollout_ref.model.use_remove_padding", False),  # flash-attn varlen kernels are CUDA-only
+        ("+actor_rollout_ref.model.override_config.attn_implementation", "eager"),
+        ("data.dataloader_num_workers", 0),
+        ("reward.num_workers", 1),
+        ("trainer.device", "cpu"),
+        ("trainer.n_gpus_per_node", 1),
+        ("trainer.nnodes", 1),
+        ("trainer.use_v1", False),  # V1 needs TransferQueue and is ~3x slower per step on CPU
+        ("+ray_kwargs.ray_init.address", "local"),
+        ("ray_kwargs.ray_init.num_cpus", 8),  # logical slots for VERL's actors, not cores
+        ("+ray_kwargs.ray_init.num_gpus", 1),  # the platform's "GPU" resource (see platform.py)
+        ("+ray_kwargs.ray_init.include_dashboard", False),
+        ("+ray_kwargs.ray_init._temp_dir", ray_tmp),
+    ]
+
+
+def merge_overrides(base: list[tuple[str, Any]], extra: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """`base` with `extra` applied: a key in both takes `extra`'s value in `base`'s position."""
+    values = dict(base)
+    values.update(extra)
+    seen = {k for k, _ in base}
+    return [(k, values[k]) for k, _ in base] + [(k, v) for k, v in extra if k not in seen]

@@ -1,0 +1,196 @@
+"""`rollout.name=hf`: VERL's async rollout served by a plain Hugging Face model on CPU.
+
+VERL 0.9.1 always rolls out through an async server (vLLM, SGLang or TRT-LLM, all CUDA builds).
+This module adds a third kind of server for CPU-only machines:
+
+- `HFServer`, a Ray actor that samples token-in/token-out with `transformers`;
+- `HFReplica`, the `RolloutReplica` that starts one server per replica;
+- `HFServerAdapter`, the `BaseRollout` inside VERL's hybrid actor worker that pushes the
+  trainer's weights to the server after each update (`checkpoint_engine.backend=naive`).
+
+VERL's `training/rollout_probs_diff_max` metric compares the server's sampling log-probs with the
+trainer's: it stays near 1e-4 only while the weights really are in sync.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import ray
+import torch
+from verl.workers.rollout.base import BaseRollout
+from verl.workers.rollout.replica import RolloutReplica, TokenOutput
+
+# Env vars every Ray process of the run needs to import this plugin again.
+PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "PYTHONPATH", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
+
+
+def server_name(replica_rank: int, suffix: str = "") -> str:
+    return f"hf_server_{replica_rank}{suffix}"
+
+
+def _filter_logits(logits: torch.Tensor, temperature: float, top_p: float | None,
+                   top_k: int | None) -> torch.Tensor:
+    """Temperature, then top-k, then nucleus filtering, as vLLM applies them."""
+    scaled = logits / temperature
+    if top_k is not None and top_k > 0:
+        kth = torch.topk(scaled, min(top_k, scaled.size(-1))).values[:, -1, None]
+        scaled = scaled.masked_fill(scaled < kth, -float("inf"))
+    if top_p is not None and 0 < top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, descending=True)
+        probs = torch.softmax(sorted_logits, dim=-1)
+        drop = probs.cumsum(-1) - probs > top_p
+        sorted_logits = sorted_logits.masked_fill(drop, -float("inf"))
+        scaled = torch.full_like(scaled, -float("inf")).scatter(-1, order, sorted_logits)
+    return scaled
+
+
+class HFServer:
+    """Generation server backed by an eager HF model in float32 (runs as a Ray actor)."""
+
+    def __init__(self, config: Any, model_config: Any, replica_rank: int) -> None:
+        from verl.utils.config import omega_conf_to_dataclass
+        from verl.workers.config import HFModelConfig
+
+        self.config = omega_conf_to_dataclass(config)
+        self.model_config = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
+        self.replica_rank = replica_rank
+        self.global_steps: int | None = None
+        self.model: Any = None
+        self.eos_ids: set[int] = set()
+        self._lock = asyncio.Lock()  # one generation or weight update at a time
+
+    async def init(self) -> bool:
+        from transformers import AutoModelForCausalLM
+
+        torch.set_num_threads(int(os.environ.get("VERL_CPU_ROLLOUT_THREADS", "1")))
+        self.model = AutoModelForCausalLM.from_pretrained(self.model_config.local_path, dtype=torch.float32,
+                                                          attn_implementation="eager")
+        self.model.eval()
+        tok = self.model_config.tokenizer
+        gen = self.model_config.generation_config
+        eos = gen.eos_token_id if gen is not None and gen.eos_token_id is not None else tok.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) | {tok.eos_token_id}
+        self.eos_ids.discard(None)
+        return True
+
+    async def update_weights(self, state_dict: dict[str, torch.Tensor], global_steps: int | None = None) -> int:
+        async with self._lock:
+            missing, _unexpected = self.model.load_state_dict(state_dict, strict=False)
+            self.global_steps = global_steps
+        # Tied embeddings arrive once; anything else missing means the sync is broken.
+        missing = [k for k in missing if k != "lm_head.weight"]
+        if missing:
+            raise RuntimeError(f"weight sync left {len(missing)} tensors stale, e.g. {missing[:3]}")
+        return len(state_dict)
+
+    @torch.no_grad()
+    def _sample(self, prompt_ids: list[int], max_tokens: int, params: dict[str, Any]) -> tuple[list, list, str]:
+        temperature = params.get("temperature", 1.0)
+        greedy = temperature is None or temperature <= 0
+        gen = torch.Generator().manual_seed(int(params["seed"])) if params.get("seed") is not None else None
+        vocab = len(self.model_config.tokenizer)
+        out = self.model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
+        tokens: list[int] = []
+        logps: list[float] = []
+        stop = "length"
+        for _ in range(max_tokens):
+            logits = out.logits[:, -1, :].float()
+            logits[:, vocab:] = -float("inf")  # padded embedding rows are not tokens
+            if greedy:
+                probs = torch.softmax(logits, dim=-1)
+                tok = int(torch.argmax(logits, dim=-1))
+            else:
+                probs = torch.softmax(_filter_logits(logits, temperature, params.get("top_p"), params.get("top_k")),
+                                      dim=-1)
+                tok = int(torch.multinomial(probs, 1, generator=gen))
+            tokens.append(tok)
+            logps.append(float(torch.log(probs[0, tok].clamp_min(1e-30))))
+            if tok in self.eos_ids:
+                stop = "completed"
+                break
+            out = self.model(input_ids=torch.tensor([[tok]]), past_key_values=out.past_key_values, use_cache=True)
+        return tokens, logps, stop
+
+    def _max_tokens(self, params: dict[str, Any], prompt_len: int) -> int:
+        limit = self.config.max_model_len - prompt_len if self.config.max_model_len else 10**9
+        wanted = params.pop("max_tokens", None) or params.pop("max_new_tokens", None)
+        if wanted is None:
+            wanted = min(self.config.response_length,
+                         self.config.prompt_length + self.config.response_length - prompt_len)
+        return max(1, min(int(wanted), limit))
+
+    async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
+                       **_kwargs: Any) -> TokenOutput:
+        params = dict(sampling_params)
+        prompt_ids = list(prompt_ids)
+        max_tokens = self._max_tokens(params, len(prompt_ids))
+        async with self._lock:
+            tokens, logps, stop = self._sample(prompt_ids, max_tokens, params)
+        await asyncio.sleep(0)
+        return TokenOutput(token_ids=tokens, log_probs=logps if params.get("logprobs") else None,
+                           stop_reason=stop, extra_fields={"global_steps": self.global_steps})
+
+    # Control plane: a CPU model has no KV cache or memory to release between phases.
+    async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:
+        return {"aborted_count": 0, "request_ids": []}
+
+    async def abort_request(self, request_id: str) -> dict[str, Any]:
+        return {"aborted": False, "request_id": request_id}
+
+    async def _nothing(self, *_args: Any, **_kwargs: Any) -> None:
+        return None
+
+    wake_up = sleep = resume_generation = clear_kv_cache = release_kv_cache = resume_kv_cache = _nothing
+    start_profile = stop_profile = wait_for_requests_to_drain = _nothing
+
+
+class HFReplica(RolloutReplica):
+    """One `HFServer` per replica; it takes no Ray CPU so it fits next to the fused workers."""
+
+    async def launch_servers(self) -> None:
+        name = server_name(self.replica_rank, self.name_suffix)
+        env = {k: os.environ[k] for k in PLUGIN_ENV if k in os.environ}
+        server = ray.remote(HFServer).options(
+            name=name, num_cpus=0, max_concurrency=self.max_concurrency, runtime_env={"env_vars": env},
+        ).remote(config=self.config, model_config=self.model_config, replica_rank=self.replica_rank)
+        await server.init.remote()
+        self.servers = [server]
+        self._server_handle = server
+        self._server_address = f"hf-local:{name}"
+
+    def rollout_worker_use_gpu(self) -> bool:
+        return False
+
+
+class HFServerAdapter(BaseRollout):
+    """Lives in the hybrid ActorRolloutRefWorker; sends the updated weights to its replica's server."""
+
+    def __init__(self, config: Any, model_config: Any, device_mesh: Any, *args: Any, **kwargs: Any) -> None:
+        super().__init__(config, model_config, device_mesh)
+        rank = int(os.environ.get("RANK", "0"))
+        size = (self.config.tensor_model_parallel_size * self.config.data_parallel_size
+                * self.config.pipeline_model_parallel_size)
+        self.replica_rank, self.rollout_rank = divmod(rank, size)
+        self._server: Any = None
+
+    async def resume(self, tags: list[str]) -> None:
+        return None
+
+    async def release(self) -> None:
+        return None
+
+    async def update_weights(self, weights: Iterable[tuple[str, Any]], wire_format: str = "named_tensors",
+                             **kwargs: Any) -> None:
+        state = {}
+        for name, tensor in weights:
+            if hasattr(tensor, "full_tensor"):  # an FSDP2 DTensor shard: every rank must join the gather
+                tensor = tensor.full_tensor()
+            state[name] = tensor.detach().to("cpu", dtype=torch.float32).clone()
+        if self.rollout_rank != 0:
+            return
+        if self._server is None:
+            self._server = ray.get_actor(server_name(self.replica_rank))
+        await self._server.update_weights.remote(state, kwargs.get("global_steps"))
