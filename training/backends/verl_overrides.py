@@ -24,6 +24,10 @@ ENGINES = hparams.ROLLOUT_ENGINES
 MAX_LORA_RANK = hparams.MAX_LORA_RANK
 DISTILL_LOSS_MODES = hparams.BY_KEY["distill_loss"].choices
 MEGATRON_CONFIG = "ppo_megatron_trainer"
+TOPK_LOSS_MODES = ("forward_kl_topk",)
+# VERL's teacher config accepts top-k log-probs only from vLLM or SGLang (DistillationTeacherModelConfig).
+CPU_TOPK_MESSAGE = ("the top-k forward KL needs the teacher's top-k log-probs, which VERL only takes from vLLM "
+                    "or SGLang (GPU): on CPU choose a per-token loss (k3, low_var_kl, k2, mse or abs)")
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9_\-./:@+]+")
 
 
@@ -135,8 +139,10 @@ def gpu_plan(spec: dict[str, Any]) -> GpuPlan:
     per_node, nnodes = int(verl.get("n_gpus_per_node", 1)), int(verl.get("nnodes", 1))
     if per_node < 1 or nnodes < 1:
         raise BackendError("verl.n_gpus_per_node and verl.nnodes must be >= 1")
+    if is_cpu_job(spec):  # one faked "GPU" for the student, one more for a teacher (platform.py)
+        return GpuPlan(1, 1, 1 if is_on_policy_distill(spec) else 0)
     if not is_on_policy_distill(spec):
-        return GpuPlan(1, 1) if is_cpu_job(spec) else GpuPlan(per_node, nnodes)
+        return GpuPlan(per_node, nnodes)
     # VERL gives the teacher a separate resource pool that must be > 0 (main_ppo_v0.py).
     teacher = int(verl.get("teacher_gpus_per_node") or max(1, per_node // 2))
     student = per_node - teacher
@@ -208,6 +214,8 @@ def _distill_overrides(spec: dict[str, Any], gpus: GpuPlan) -> list[tuple[str, A
     mode = hp.get("distill_loss", hparams.BY_KEY["distill_loss"].default)
     if mode not in DISTILL_LOSS_MODES:
         raise BackendError(f"hp.distill_loss must be one of {', '.join(DISTILL_LOSS_MODES)}, got {mode!r}")
+    if is_cpu_job(spec) and mode in TOPK_LOSS_MODES:
+        raise BackendError(CPU_TOPK_MESSAGE)
     has_task_reward = bool((spec.get("reward") or {}).get("components"))
     return [
         ("actor_rollout_ref.actor.use_kl_loss", False),  # the teacher replaces the reference policy
@@ -324,7 +332,7 @@ def build_overrides(
     if cpu:
         if not paths.ray_tmp:
             raise BackendError("a CPU run needs its private Ray temp dir")
-        ov = merge_overrides(ov, cpu_overrides(paths.ray_tmp))
+        ov = merge_overrides(ov, cpu_overrides(paths.ray_tmp, gpus.student_gpus + gpus.teacher_gpus_per_node))
     out = [f"{k}={hydra_value(v)}" for k, v in ov]
     if hparams.value_of(spec, "verl.strategy") == "megatron":
         # Megatron workers have their own config tree; every key set above exists in it too.

@@ -61,8 +61,11 @@ def cpu_env() -> dict[str, str]:
     }
 
 
-def cpu_overrides(ray_tmp: str) -> list[tuple[str, Any]]:
-    """Overrides that replace or extend the GPU job's list (same keys win, new ones are appended)."""
+def cpu_overrides(ray_tmp: str, fake_gpus: int = 1) -> list[tuple[str, Any]]:
+    """Overrides that replace or extend the GPU job's list (same keys win, new ones are appended).
+
+    `fake_gpus`: one for the student, plus one for an on-policy distillation teacher's own pool.
+    """
     return [
         ("actor_rollout_ref.rollout.name", ROLLOUT_NAME),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size", 1),
@@ -90,7 +93,7 @@ def cpu_overrides(ray_tmp: str) -> list[tuple[str, Any]]:
         ("trainer.use_v1", False),  # V1 needs TransferQueue and is ~3x slower per step on CPU
         ("+ray_kwargs.ray_init.address", "local"),
         ("ray_kwargs.ray_init.num_cpus", 8),  # logical slots for VERL's actors, not cores
-        ("+ray_kwargs.ray_init.num_gpus", 1),  # the platform's "GPU" resource (see platform.py)
+        ("+ray_kwargs.ray_init.num_gpus", fake_gpus),  # the platform's "GPU" resource (see platform.py)
         ("+ray_kwargs.ray_init.include_dashboard", False),
         ("+ray_kwargs.ray_init._temp_dir", ray_tmp),
     ]

@@ -4,7 +4,8 @@ VERL 0.9.1 always rolls out through an async server (vLLM, SGLang or TRT-LLM, al
 This module adds a third kind of server for CPU-only machines:
 
 - `HFServer`, a Ray actor that samples token-in/token-out with `transformers`;
-- `HFReplica`, the `RolloutReplica` that starts one server per replica;
+- `HFReplica`, the `RolloutReplica` that starts one server per replica (also as a distillation
+  teacher: the server then scores the student's sequences, `prompt_logprobs`, as vLLM does);
 - `HFServerAdapter`, the `BaseRollout` inside VERL's hybrid actor worker that pushes the
   trainer's weights to the server after each update (`checkpoint_engine.backend=naive`).
 
@@ -122,10 +123,31 @@ class HFServer:
                          self.config.prompt_length + self.config.response_length - prompt_len)
         return max(1, min(int(wanted), limit))
 
+    @torch.no_grad()
+    def _prompt_logprobs(self, ids: list[int], k: int) -> tuple[list[list[int]], list[list[float]]]:
+        """Per position i >= 1: the log-prob of ids[i] (k == 0) or the top-k (ids, log-probs) after
+        ids[:i]; then one dummy row for the last position. vLLM's layout (extract_prompt_logprobs)."""
+        logps = torch.log_softmax(self.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+        logps[:, len(self.model_config.tokenizer):] = -float("inf")
+        if k == 0:
+            target = torch.tensor(ids[1:])
+            rows_ids = [[t] for t in ids[1:]]
+            rows_lp = [[v] for v in logps[:-1].gather(1, target[:, None])[:, 0].tolist()]
+        else:
+            top = torch.topk(logps[:-1], k, dim=-1)
+            rows_ids, rows_lp = top.indices.tolist(), top.values.tolist()
+        width = max(k, 1)
+        return rows_ids + [[0] * width], rows_lp + [[0.0] * width]
+
     async def generate(self, prompt_ids: list[int], sampling_params: dict[str, Any], request_id: str,
                        **_kwargs: Any) -> TokenOutput:
         params = dict(sampling_params)
         prompt_ids = list(prompt_ids)
+        if params.get("prompt_logprobs") is not None:  # a distillation teacher scoring a sequence
+            async with self._lock:
+                ids, logps = self._prompt_logprobs(prompt_ids, int(params["prompt_logprobs"]))
+            return TokenOutput(token_ids=[], log_probs=None, stop_reason="length",
+                               extra_fields={"prompt_ids": ids, "prompt_logprobs": logps})
         max_tokens = self._max_tokens(params, len(prompt_ids))
         async with self._lock:
             tokens, logps, stop = self._sample(prompt_ids, max_tokens, params)
@@ -160,6 +182,11 @@ class HFReplica(RolloutReplica):
         self.servers = [server]
         self._server_handle = server
         self._server_address = f"hf-local:{name}"
+
+    async def init_colocated(self, resource_pool: Any) -> None:
+        # A teacher replica gets its own pool; the server needs no worker group inside it.
+        self.resource_pool = resource_pool
+        await self.launch_servers()
 
     def rollout_worker_use_gpu(self) -> bool:
         return False
