@@ -83,3 +83,19 @@ def test_gpu_plans_are_unchanged(make_run):
 def test_merge_overrides_replaces_in_place_and_appends():
     merged = merge_overrides([("a", 1), ("b", 2)], [("b", 3), ("c", 4)])
     assert merged == [("a", 1), ("b", 3), ("c", 4)]
+
+
+def test_on_policy_distillation_on_cpu_gives_the_teacher_its_own_faked_gpu(verl_compose, make_run, tiny_model_dir):
+    from tests.training.backends.test_verl_config import validate
+
+    distill = {"kind": "distill", "teacher": {"path": str(tiny_model_dir)},
+               "hp": {"device": "cpu", "distill_mode": "on_policy", "distill_loss": "k3"}}
+    spec, run_dir = make_run(distill)
+    cfg = verl_compose(_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    validate(cfg)  # includes the teacher filling its pool
+    assert cfg.ray_kwargs.ray_init.num_gpus == 2 and cfg.trainer.n_gpus_per_node == 1
+    assert cfg.distillation.n_gpus_per_node == 1
+    assert cfg.distillation.teacher_models.teacher_model.inference.name == "hf"
+    spec, run_dir = make_run({**distill, "hp": {**distill["hp"], "distill_loss": "forward_kl_topk"}}, name="topk")
+    with pytest.raises(BackendError, match="vLLM or SGLang"):
+        VerlBackend().prepare(spec, run_dir, 1)

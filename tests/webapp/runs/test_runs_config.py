@@ -84,6 +84,14 @@ def test_verl_rehearses_on_cpu_with_the_demo_preset():
     assert errors == {} and config["hp"]["device"] == "cpu"
 
 
+def test_verl_distillation_on_cpu_needs_a_per_token_loss():
+    hp = {"device": "cpu", "distill_mode": "on_policy"}
+    _, errors, _ = resolve_config("distill", "demo-cpu", {**hp, "distill_loss": "forward_kl_topk"}, backend="verl")
+    assert "vLLM or SGLang" in errors["distill_loss"] and "verl.n_gpus_per_node" not in errors
+    _, errors, _ = resolve_config("distill", "demo-cpu", {**hp, "distill_loss": "k3"}, backend="verl")
+    assert errors == {}
+
+
 def test_distill_and_reward_model_rules():
     _, errors, _ = resolve_config("distill", "demo-cpu", {"distill_alpha": 1.5}, context={"has_teacher": False})
     assert "teacher_model" in errors and "distill_alpha" in errors

@@ -281,11 +281,17 @@ def _check_verl(kind: str, hp: dict, verl: dict, errors: dict, ok) -> None:
         _err(errors, "verl.tensor_model_parallel_size",
              f"Tensor parallel size {verl['tensor_model_parallel_size']} must divide the "
              f"{verl['n_gpus_per_node']} GPUs per node.")
-    if kind == "distill" and ok("verl.n_gpus_per_node") and verl["n_gpus_per_node"] < 2:
+    if kind == "distill" and ok("verl.n_gpus_per_node", "device") and hp["device"] != "cpu" \
+            and verl["n_gpus_per_node"] < 2:
         _err(errors, "verl.n_gpus_per_node", "On-policy distillation on VERL needs at least 2 GPUs per node "
                                              "(one pool for the student, one for the teacher).")
     if ok("lora.rank") and (hp.get("lora") or {}).get("rank", 0) > MAX_LORA_RANK:
         _err(errors, "lora.rank", f"vLLM accepts LoRA ranks up to {MAX_LORA_RANK}.")
+    if kind == "distill" and ok("device", "distill_loss") and hp["device"] == "cpu" \
+            and hp.get("distill_loss") == "forward_kl_topk":
+        _err(errors, "distill_loss", "The top-k forward KL needs the teacher's top-k log-probs, which VERL takes "
+                                     "only from vLLM or SGLang (GPU). On CPU choose a per-token loss: k3, "
+                                     "low_var_kl, k2, mse or abs.")
 
 
 def _check_engines(hp: dict, verl: dict, errors: dict, ok) -> None:
