@@ -187,11 +187,10 @@ def _ray_cli() -> str:
 class VerlBackend:
     name = "verl"
 
-    def _paths(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> VerlPaths:
+    def _paths(self, run_dir: Path, attempt: int) -> VerlPaths:
         return VerlPaths(run_dir=run_dir, train_parquet=run_dir / "data" / "train.parquet",
                          val_parquet=run_dir / "data" / "val.parquet",
-                         reward_module=run_dir / "verl" / "reward_fn.py", attempt=attempt,
-                         ray_tmp=ray_temp_dir(run_dir, attempt) if is_cpu_job(spec) else None)
+                         reward_module=run_dir / "verl" / "reward_fn.py", attempt=attempt)
 
     def overrides(self, spec: dict[str, Any], run_dir: Path, attempt: int, n_train_rows: int,
                   own_latest: int | None, env_for_ray: dict[str, str] | None = None) -> list[str]:
@@ -199,7 +198,7 @@ class VerlBackend:
         resume = decide_resume(spec, run_dir, attempt, own_latest)
         model = (spec.get("model") or {}).get("path")
         template = None if has_chat_template(model) else PLAIN_CHAT_TEMPLATE
-        return build_overrides(spec, self._paths(spec, run_dir, attempt), n_train_rows, resume, env_for_ray,
+        return build_overrides(spec, self._paths(run_dir, attempt), n_train_rows, resume, env_for_ray,
                                chat_template=template)
 
     def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:

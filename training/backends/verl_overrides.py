@@ -18,7 +18,7 @@ from typing import Any
 from training import hparams
 from training.backends.base import BackendError
 from training.rundir import RunDir
-from training.verl_cpu import ROLLOUT_NAME, cpu_overrides, is_cpu_job, merge_overrides
+from training.verl_cpu import ROLLOUT_NAME, cpu_overrides, is_cpu_job, merge_overrides, ray_temp_dir
 
 ENGINES = hparams.ROLLOUT_ENGINES
 MAX_LORA_RANK = hparams.MAX_LORA_RANK
@@ -61,11 +61,15 @@ class VerlPaths:
     val_parquet: Path
     reward_module: Path | None
     attempt: int
-    ray_tmp: str | None = None  # CPU runs: the attempt's private Ray temp dir
 
     @property
     def checkpoints(self) -> Path:
         return RunDir(self.run_dir).checkpoints
+
+    @property
+    def ray_tmp(self) -> str:
+        """A CPU run's private Ray temp dir for this attempt."""
+        return ray_temp_dir(self.run_dir, self.attempt)
 
     @property
     def hydra_dir(self) -> Path:
@@ -330,8 +334,6 @@ def build_overrides(
         # The Tracking object lives in a Ray actor; an attached cluster does not inherit our env.
         ov.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}", value))
     if cpu:
-        if not paths.ray_tmp:
-            raise BackendError("a CPU run needs its private Ray temp dir")
         ov = merge_overrides(ov, cpu_overrides(paths.ray_tmp, gpus.student_gpus + gpus.teacher_gpus_per_node))
     out = [f"{k}={hydra_value(v)}" for k, v in ov]
     if hparams.value_of(spec, "verl.strategy") == "megatron":
