@@ -22,6 +22,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.utils import timezone
 
+from training.reward_mix import mix, usable
 from webapp.core.audit import audit
 from webapp.core.queue import RUN_REWARD_TEST, enqueue
 from webapp.core.services import ApplicationError
@@ -137,12 +138,20 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
             "i": res.index, "row_index": sample.row_index, "role": sample.role,
             "prompt": sample_lib.clip(sample.prompt, 500), "solution": sample_lib.clip(sample.item["solution_str"]),
             "ground_truth": sample_lib.clip(sample.item["ground_truth"], 500),
-            "score": res.score, "extra": _clip_extra(res.extra or {}), "error": res.error,
+            "score": _reward(res), "extra": _clip_extra(res.extra or {}), "error": res.error,
             "traceback": (res.traceback or "")[-TRACEBACK_KEEP:] or None, "lineno": res.lineno,
             "duration_ms": round(res.duration_ms, 3),
         })
     out.summary = _summary(mode, out.results, out.duration_ms)
     return out
+
+
+def _reward(res) -> float | None:
+    """What a job whose one component is this function gives the sample: the shared reward mix at
+    weight 1 with raw shaping. A failed call shows as None here (a job would count it as 0)."""
+    if res.error or not usable(res.score):
+        return None
+    return mix([float(res.score)], [1.0], "raw").score
 
 
 def _summary(mode: str, results: list[dict], duration_ms: float) -> dict:
