@@ -158,15 +158,14 @@ def write_verl_parquet(
     rows: Iterable[dict[str, Any]], path: str | Path, split: str, *, include_prompt_messages: bool = False,
 ) -> Path:
     """Write `rows` as a VERL RL parquet file at `path` and return the path."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     records = rows_to_records(rows, split, include_prompt_messages=include_prompt_messages)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    pq.write_table(records_to_table(records), tmp)
-    tmp.replace(path)  # atomic: a half-written parquet would fail the whole run at load time
-    return path
+    sink = pa.BufferOutputStream()
+    pq.write_table(records_to_table(records), sink)
+    # atomic: a half-written parquet would fail the whole run at load time
+    return rundir.write_atomic(path, sink.getvalue().to_pybytes())
 
 
 def check_verl_schema(path: str | Path) -> int:

@@ -5,12 +5,13 @@ request for its timeout exactly when no worker answers).
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
 from django.conf import settings
+
+from training.rundir import write_json
 
 
 def heartbeat_dir() -> Path:
@@ -19,12 +20,8 @@ def heartbeat_dir() -> Path:
 
 def beat(name: str, info: dict) -> None:
     """Record that worker `name` is consuming now (atomic: a reader never sees half a file)."""
-    folder = heartbeat_dir()
-    folder.mkdir(parents=True, exist_ok=True)
     safe = "".join(c if c.isalnum() or c in "-_.@" else "_" for c in name)
-    tmp = folder / f".{safe}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({**info, "at": time.time()}))
-    os.replace(tmp, folder / safe)
+    write_json(heartbeat_dir() / safe, {**info, "at": time.time()}, indent=None)
 
 
 def forget(name: str) -> None:
