@@ -13,6 +13,7 @@ from django.http import FileResponse, Http404, HttpResponse, JsonResponse, Strea
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from training.rundir import read_jsonl
 from webapp.core.access import project_access
 from webapp.core.audit import audit
 from webapp.core.forms import apply_error
@@ -143,10 +144,8 @@ def errors_response(record: DatasetImport, fmt: str) -> HttpResponse:
     """Every bad row of an import as CSV or JSON (the page shows only the first ones)."""
     if fmt not in ("csv", "json"):
         raise Http404("Unknown format")
-    entries = []
     if record.errors_path and os.path.exists(record.errors_path):
-        with open(record.errors_path, "rb") as fh:
-            entries = [orjson.loads(line) for line in fh if line.strip()]
+        entries = read_jsonl(record.errors_path)
     else:
         entries = (record.report or {}).get("errors", [])
     name = f"import-{record.pk}-bad-rows.{fmt}"
