@@ -70,3 +70,14 @@ def run_reward_test(run_id: int) -> None:
     from webapp.rewards.scoring import reward_test_run_execute
 
     reward_test_run_execute(run_id=run_id)
+
+
+@shared_task(name=queue.DELIVER_NOTIFICATION, bind=True, max_retries=None)
+def deliver_notification(self, delivery_id: int) -> str:
+    """Send one notification; a retryable failure comes back after an exponential backoff."""
+    from webapp.notifications.services import backoff_s, deliver
+
+    outcome = deliver(delivery_id)
+    if outcome == "retry":
+        raise self.retry(countdown=backoff_s(self.request.retries + 1))
+    return outcome

@@ -42,6 +42,7 @@ INSTALLED_APPS = [
     "webapp.rewards",
     "webapp.runs",
     "webapp.monitoring",
+    "webapp.notifications",
     "jobs",  # creates the Celery app at start-up: services send tasks by name (webapp.core.queue)
 ]
 
@@ -271,3 +272,11 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
 }
+
+# Notifications: links in messages point here; e-mail goes to the console unless EMAIL_BACKEND is set.
+SITE_URL = envstr("SITE_URL", "http://localhost:8000")
+EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "workbench@localhost")
+# Hook URLs may not reach loopback, private or link-local addresses (the database, Redis, cloud
+# metadata) unless this is on (e.g. a receiver on the same host in development or tests).
+NOTIFY_ALLOW_PRIVATE_HOSTS = envbool("NOTIFY_ALLOW_PRIVATE_HOSTS", False)

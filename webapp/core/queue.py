@@ -14,6 +14,7 @@ INGEST_DATASET = "jobs.tasks.ingest_dataset"
 EVALUATE_CHECKPOINT = "jobs.tasks.evaluate_checkpoint"
 EXPORT_CHECKPOINT = "jobs.tasks.export_checkpoint"
 RUN_REWARD_TEST = "jobs.tasks.run_reward_test"
+DELIVER_NOTIFICATION = "jobs.tasks.deliver_notification"
 
 
 def enqueue(task: str, *args: int, queue: str = "cpu", countdown: float | None = None) -> None:

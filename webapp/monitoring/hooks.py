@@ -11,7 +11,7 @@ from typing import Any
 
 from webapp.monitoring.rollup import rollup_sync
 from webapp.monitoring.services import guard_rules_process, kl_guard_process, retention_apply, write_protected
-from webapp.monitoring.services.stall import stall_check
+from webapp.monitoring.services.stall import notify_final_state, stall_check
 from webapp.runs.models import FINAL_STATES, Job
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,9 @@ def after_sync(job: Job, new_points: Iterable[Any]) -> None:
     try:
         job.refresh_from_db()
         stall_check(job)
+        notify_final_state(job)
     except Exception:  # noqa: BLE001 - logged; the next sync checks again
-        logger.exception("stall check failed for job %s", job.pk)
+        logger.exception("stall check or notification failed for job %s", job.pk)
     try:
         job.refresh_from_db()
         write_protected(job)

@@ -29,6 +29,7 @@ class GuardRulesRecord(models.Model):
     stalled_since = models.DateTimeField(null=True, blank=True)
     stall = models.JSONField(default=dict, blank=True)  # the last stall check: idle_s, limit_s, step_s
     stall_resumes = models.PositiveIntegerField(default=0)
+    notified_state = models.CharField(max_length=16, blank=True)  # the final state already notified
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -19,6 +19,7 @@ from webapp.core.queue import EVALUATE_CHECKPOINT, enqueue
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus
 from webapp.monitoring.services.work import claim
+from webapp.notifications.services import notify
 from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind, RunEvent
 
 EVAL_TIMEOUT_S = int(getattr(settings, "EVALUATION_TIMEOUT_S", 25 * 60))
@@ -89,6 +90,8 @@ def evaluation_run(*, evaluation_id: int) -> CheckpointEvaluation:
         RunEvent.objects.create(job=job, kind="evaluation", step=ckpt.step,
                                 message=f"Evaluation of step {ckpt.step} failed: {error}"[:500],
                                 data={"evaluation": evaluation.pk})
+        notify(job.project, "evaluation.finished", job=job, message=f"Evaluation of step {ckpt.step} failed: {error}",
+               data={"evaluation": evaluation.pk, "step": ckpt.step, "status": "failed"})
         return evaluation
     evaluation.status = EvaluationStatus.SUCCEEDED
     evaluation.win_rate, evaluation.win_rate_lo = result.get("win_rate"), result.get("lo")
@@ -103,4 +106,6 @@ def evaluation_run(*, evaluation_id: int) -> CheckpointEvaluation:
                             message=f"Evaluated step {ckpt.step}: {text}",
                             data={"evaluation": evaluation.pk, "win_rate": evaluation.win_rate,
                                   "lo": evaluation.win_rate_lo, "hi": evaluation.win_rate_hi, "n": evaluation.n})
+    notify(job.project, "evaluation.finished", job=job, message=f"Evaluated step {ckpt.step}: {text}",
+           data={"evaluation": evaluation.pk, "step": ckpt.step, "win_rate": evaluation.win_rate, "n": evaluation.n})
     return evaluation

@@ -11,6 +11,7 @@ from training.kl_guard import RESTORE, Decision, GuardConfig, GuardConfigError, 
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import KLGuardRecord
+from webapp.notifications.services import notify
 from webapp.runs.models import ACTIVE_STATES, Checkpoint, CheckpointStatus, Job, MetricPoint, RunEvent
 from webapp.runs.services import launch
 
@@ -78,6 +79,8 @@ def _act(job: Job, cfg: GuardConfig, d: Decision, candidates: dict[int, tuple[Ch
     data = {**d.to_dict(), "metric": cfg.metric, "threshold": cfg.threshold, "patience": cfg.patience,
             "checkpoint": target.pk if target else None, "checkpoint_job": target.job_id if target else None}
     RunEvent.objects.create(job=job, kind="kl_guard", step=d.step, message=d.reason[:500], data=data)
+    notify(job.project, "guard.tripped", job=job, message=d.reason,
+           data={"rule": "kl_guard", "action": d.action, "step": d.step, "to_step": d.to_step})
     hp_before = {k: job_hp(job).get(k) for k in d.hp}
     audit(actor=None, action=f"kl_guard.{d.action}", project=job.project, obj=job, summary=d.reason,
           before={"step": d.step, "hp": hp_before, "values": d.values},

@@ -29,6 +29,7 @@ from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import GuardRulesRecord
 from webapp.monitoring.services.guard import checkpoint_candidates
+from webapp.notifications.services import notify
 from webapp.runs.models import ACTIVE_STATES, Job, RunEvent
 from webapp.runs.services import launch
 
@@ -74,6 +75,8 @@ def _act(job: Job, d: Decision, candidates) -> None:
     target = candidates[d.to_step][0] if d.action in (RESTORE, BRANCH) and d.to_step is not None else None
     data = {**d.to_dict(), "checkpoint": target.pk if target else None}
     RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step, message=d.reason[:500], data=data)
+    notify(job.project, "guard.tripped", job=job, message=d.reason, data={"rule": d.rule, "action": d.action,
+                                                                           "step": d.step, "to_step": d.to_step})
     audit(actor=None, action=f"guard_rule.{d.action}", project=job.project, obj=job, summary=d.reason,
           before={"rule": d.rule, "step": d.step, "values": d.values,
                   "hp": {k: job_hp(job).get(k) for k in d.hp}},

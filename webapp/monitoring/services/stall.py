@@ -18,6 +18,7 @@ from training.stall import StallCheck, StallConfig, StallConfigError, check
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import GuardRulesRecord
+from webapp.notifications.services import notify
 from webapp.runs.models import Job, JobAttempt, JobState, MetricPoint, RunEvent
 from webapp.runs.services import launch
 
@@ -76,6 +77,7 @@ def _on_stall(job: Job, cfg: StallConfig, result: StallCheck, summary: dict[str,
     RunEvent.objects.create(job=job, kind="stalled", step=job.last_step, message=message[:500],
                             data={**summary, "action": "cancel_resume" if resume else "notify"})
     audit(actor=None, action="job.stalled", project=job.project, obj=job, summary=message, after=summary)
+    notify(job.project, "job.stalled", job=job, message=message, data=summary)
     if resume:
         try:
             launch.job_resume(job=job, user=None, reason="stall")
@@ -90,3 +92,23 @@ def stall_status(job: Job) -> dict[str, Any]:
     if record is None or record.stalled_since is None or job.state != JobState.RUNNING:
         return {"stalled": False}
     return {"stalled": True, "since": record.stalled_since.isoformat(), **(record.stall or {})}
+
+
+FINAL_EVENTS = {JobState.SUCCEEDED: "job.finished", JobState.FAILED: "job.failed", JobState.LOST: "job.lost"}
+
+
+def notify_final_state(job: Job) -> bool:
+    """Tell the project's hooks once when a run finished, failed or was lost (not when cancelled)."""
+    event = FINAL_EVENTS.get(job.state)
+    if event is None:
+        return False
+    with transaction.atomic():
+        record, _ = GuardRulesRecord.objects.select_for_update().get_or_create(job=job)
+        if record.notified_state == job.state:
+            return False
+        record.notified_state = job.state
+        record.save(update_fields=["notified_state", "updated_at"])
+    detail = f": {job.error.strip().splitlines()[-1]}" if job.error and job.error.strip() else ""
+    notify(job.project, event, job=job, message=f"Run #{job.pk} {job.name} {job.state} at step {job.last_step}"
+                                                f"{detail}"[:500])
+    return True
