@@ -4,8 +4,8 @@
 #   scripts/lock.sh              # keep the current pins, add/drop what the requirement files changed
 #   scripts/lock.sh --upgrade    # re-resolve everything to the newest allowed versions
 #   scripts/lock.sh --upgrade-package transformers   # (any `uv pip compile` option passes through)
-# The lock is for CPython 3.11 on Linux x86_64 (this machine, the python:3.11 images). torch is the
-# CPU build (+cpu): it comes from a wheel folder/index pip is configured with, or, in the image,
+# The lock is for CPython 3.11 on Linux x86_64 with glibc 2.36 (Debian 12, as the python:3.11-slim-bookworm
+# image). torch is the CPU build (+cpu): it comes from a wheel folder/index pip is configured with, or, in the image,
 # from https://download.pytorch.org/whl/cpu. UV_BIN=/path/to/uv uses that uv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ if [ -n "${UV_BIN:-}" ]; then UV="$UV_BIN"; else
   ensure_uv || { echo "cannot get uv (pip install uv)" >&2; exit 1; }
 fi
 mapfile -t src < <(uv_source_args)
-"$UV" pip compile -q --python-version 3.11 --python-platform x86_64-manylinux_2_28 "${src[@]}" \
+"$UV" pip compile -q --python-version 3.11 --python-platform x86_64-manylinux_2_36 "${src[@]}" \
   --custom-compile-command "scripts/lock.sh" \
   -c requirements/constraints.txt requirements/test.txt requirements/bench.txt \
   -o requirements/lock.txt "$@"
