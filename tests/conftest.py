@@ -1,6 +1,10 @@
 """Shared fixtures: the team personas of a project (healthchecks-style alice/bob/charlie)."""
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
+
 import pytest
 from django.test import Client
 
@@ -146,6 +150,31 @@ def celery_worker_proc(transactional_db, tmp_path, settings):
         proc.wait(timeout=15)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """Under `pytest -n N` each worker gets its own var folder (SQLite test database, folder broker,
+    caches, secret key) and, with REDIS_URL, its own Redis database, so that one worker's Celery
+    workers never take another's tasks. pytest-django adds the _gwN suffix to test database names.
+    The worker process reads these before Django starts (settings read them at import)."""
+    base = Path(os.environ.get("WORKBENCH_VAR_DIR") or Path(__file__).resolve().parents[1] / "var" / "test")
+    redis_url = os.environ.get("REDIS_URL", "")
+    for index, spec in enumerate(specs):
+        spec.env["WORKBENCH_VAR_DIR"] = str(base / f"xdist-{spec.id}")
+        if redis_url:
+            spec.env["REDIS_URL"] = redis_db_url(redis_url, index)
+
+
+def redis_db_url(url: str, offset: int) -> str:
+    """`url` with its database number moved up by `offset` (redis://h:6379/9, 2 -> redis://h:6379/11)."""
+    match = re.match(r"^(rediss?://[^/?#]*)(?:/(\d*))?(.*)$", url)
+    if match is None:
+        raise pytest.UsageError(f"REDIS_URL {url!r} is not a redis:// URL")
+    db = int(match.group(2) or 0) + offset
+    if db > 15:
+        raise pytest.UsageError(f"REDIS_URL {url!r}: worker {offset} would need Redis database {db} (> 15)")
+    return f"{match.group(1)}/{db}{match.group(3)}"
 
 
 def pytest_collection_modifyitems(config, items):
