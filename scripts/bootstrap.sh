@@ -41,7 +41,10 @@ install_profile() {  # install requirements/<profile>.txt at the lock's versions
   local reqs="$1" src=()
   mapfile -t src < <(uv_source_args)
   if ensure_uv; then
-    "$UV" pip install -q --python "$VENV/bin/python" "${src[@]}" -r "$ROOT/requirements/$reqs.txt" -c "$LOCK"
+    # --compile-bytecode, as pip does: with PYTHONDONTWRITEBYTECODE set, every process would otherwise
+    # recompile torch, transformers and Django at each start.
+    "$UV" pip install -q --compile-bytecode --python "$VENV/bin/python" "${src[@]}" \
+      -r "$ROOT/requirements/$reqs.txt" -c "$LOCK"
     rm -rf "$VENV/.uv-bootstrap"
   else
     echo "    (uv unavailable: installing with pip, which takes a few minutes)" >&2

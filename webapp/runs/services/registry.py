@@ -209,13 +209,13 @@ def model_register(*, project, user, name: str, path: str = "", hub_id: str = ""
 def build_demo_models(*, project, user=None, names: list[str] | None = None,
                       log: Callable[[str], None] = print) -> list[ModelEntry]:
     """Build the tiny demo models into MODELS_ROOT once and register them in `project` (idempotent)."""
-    import training.demo as demo
-
     entries = []
     for name in names or list(DEMO_MODELS):
         builder, kind, description = DEMO_MODELS[name]
         out = Path(settings.MODELS_ROOT) / name
         if not (out / "config.json").exists():
+            import training.demo as demo  # torch: imported only when a model is missing (a second ./run skips it)
+
             log(f"building {name} in {out}")
             getattr(demo, builder)(out)
         entry = ModelEntry.objects.filter(project=project, name=name).first()
