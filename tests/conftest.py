@@ -170,7 +170,7 @@ def redis_db_url(url: str, offset: int) -> str:
     """`url` with its database number moved up by `offset` (redis://h:6379/9, 2 -> redis://h:6379/11)."""
     match = re.match(r"^(rediss?://[^/?#]*)(?:/(\d*))?(.*)$", url)
     if match is None:
-        raise pytest.UsageError(f"REDIS_URL {url!r} is not a redis:// URL")
+        raise pytest.UsageError(f"REDIS_URL {url!r}: parallel workers need a redis:// URL (or run with -n 0)")
     db = int(match.group(2) or 0) + offset
     if db > 15:
         raise pytest.UsageError(f"REDIS_URL {url!r}: worker {offset} would need Redis database {db} (> 15)")
