@@ -41,10 +41,7 @@ install_profile() {  # install requirements/<profile>.txt at the lock's versions
   local reqs="$1" src=()
   mapfile -t src < <(uv_source_args)
   if ensure_uv; then
-    # --compile-bytecode, as pip does: with PYTHONDONTWRITEBYTECODE set, every process would otherwise
-    # recompile torch, transformers and Django at each start.
-    "$UV" pip install -q --compile-bytecode --python "$VENV/bin/python" "${src[@]}" \
-      -r "$ROOT/requirements/$reqs.txt" -c "$LOCK"
+    "$UV" pip install -q --python "$VENV/bin/python" "${src[@]}" -r "$ROOT/requirements/$reqs.txt" -c "$LOCK"
     rm -rf "$VENV/.uv-bootstrap"
   else
     echo "    (uv unavailable: installing with pip, which takes a few minutes)" >&2
@@ -66,6 +63,8 @@ bootstrap_venv() {
     echo "==> installing requirements/$reqs.txt at the versions in requirements/lock.txt"
     started=$SECONDS
     install_profile "$reqs"
+    # Bytecode for what the app imports (all of .venv would cost ~40 s of CPU): see the script.
+    (cd "$ROOT" && "$VENV/bin/python" scripts/compile_imports.py) || true
     echo "$want" > "$stamp"
     echo "    installed in $((SECONDS - started)) s"
   fi
