@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import requests
@@ -488,7 +489,7 @@ def main() -> int:
         "connection_errors": tally.counts.get("connection_errors", 0),
         "pings_sent": sent, "pings_received": received, "messages_lost": max(0, sent - received),
         "messages_duplicated": max(0, received - sent), "duplicate_launches": dupes,
-        "jobs": len(jobs), "job_states": sorted(states.values()), "metric_steps_lost": steps_lost,
+        "jobs": len(jobs), "job_states": dict(Counter(states.values())), "metric_steps_lost": steps_lost,
         "lost_detail": lost_detail, "page_requests": len(lat), "page_p50_ms": pct(0.5), "page_p95_ms": pct(0.95),
         "tracebacks_in_logs": found["tracebacks"], "counts": tally.counts, "samples": tally.samples, "var": str(var),
     }
