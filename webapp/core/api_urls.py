@@ -10,6 +10,7 @@ project_api = [
     path("rewards/", include("webapp.rewards.api_urls")),
     path("jobs/", include("webapp.runs.api_urls")),
     path("monitor/", include("webapp.monitoring.api_urls")),
+    path("hooks/", include("webapp.notifications.api_urls")),
 ]
 
 urlpatterns = [

@@ -243,3 +243,34 @@ class VerdictApi(APIView):
             return application_error_response(exc)
         nxt = selectors.next_item_for(item.task, request.user)
         return Response({"saved": True, "next": nxt.pk if nxt else None}, status=status.HTTP_201_CREATED)
+
+
+class GuardRulesSerializer(serializers.Serializer):
+    guard_rules = serializers.ListField(child=serializers.DictField(), allow_empty=True)
+
+
+class GuardRulesApi(APIView):
+    """A run's health rules with each rule's state (GET, viewers); replace them (PUT, engineers)."""
+
+    serializer_class = GuardRulesSerializer
+
+    def _body(self, job):
+        from training.guard_rules import BUILTIN, METRIC_SOURCES
+
+        return {"guard_rules": (job.config or {}).get("guard_rules") or [], "status": services.rules_status(job),
+                "builtin": {name: {**rule, "sources": METRIC_SOURCES[name]} for name, rule in BUILTIN.items()}}
+
+    def get(self, request, slug, job_id):
+        _access, job = _job(request, slug, job_id)
+        return Response(self._body(job))
+
+    def put(self, request, slug, job_id):
+        _access, job = _job(request, slug, job_id, Role.ENGINEER)
+        ser, err = _parse(GuardRulesSerializer, request.data)
+        if err:
+            return err
+        try:
+            services.job_rules_set(job=job, user=request.user, rules=ser.validated_data["guard_rules"])
+        except ApplicationError as exc:
+            return application_error_response(exc)
+        return Response(self._body(job))

@@ -11,6 +11,7 @@ urlpatterns = [
     path("jobs/<int:job_id>/checkpoints/<int:step>/promote/", api.PromoteApi.as_view(), name="api-monitor-promote"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/evaluate/", api.EvaluateApi.as_view(),
          name="api-monitor-evaluate"),
+    path("jobs/<int:job_id>/guard-rules/", api.GuardRulesApi.as_view(), name="api-monitor-guard-rules"),
     path("jobs/<int:job_id>/rollback/", api.RollbackApi.as_view(), name="api-monitor-rollback"),
     path("compare/", api.CompareApi.as_view(), name="api-monitor-compare"),
     path("human-evals/<int:task_id>/verdicts/", api.VerdictApi.as_view(), name="api-monitor-verdict"),

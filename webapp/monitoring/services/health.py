@@ -103,3 +103,28 @@ def rules_status(job: Job) -> list[dict[str, Any]]:
         return []
     record = GuardRulesRecord.objects.filter(job=job).first()
     return RuleEngine(rules, EngineState.from_dict(record.state if record else None)).statuses()
+
+
+def job_rules_set(*, job: Job, user, rules: Any) -> list[Rule]:
+    """Replace a run's rules (engineers); a rule keeping its name keeps its state (baseline, streak)."""
+    try:
+        parsed = parse_rules(rules)
+    except RuleConfigError as exc:
+        raise ApplicationError(f"Guard rules: {exc}.", field="guard_rules") from None
+    if any(r.action == RESTORE for r in parsed) and not (job.config.get("hp") or {}).get("save_freq"):
+        raise ApplicationError("A restore rule needs checkpoints: this run saves none (save_freq 0).",
+                               field="guard_rules")
+    before = (job.config or {}).get("guard_rules") or []
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        locked.config = {**locked.config, "guard_rules": list(rules)}
+        locked.save(update_fields=["config", "updated_at"])
+        RunEvent.objects.create(job=job, kind="config", step=job.last_step, actor=user if user and
+                                user.is_authenticated else None,
+                                message=f"health rules set: {', '.join(r.name for r in parsed) or 'none'}"[:500],
+                                data={"guard_rules": list(rules)})
+        audit(actor=user, action="job.guard_rules", project=job.project, obj=job,
+              summary=f"Health rules of run #{job.pk}: {', '.join(r.name for r in parsed) or 'none'}",
+              before=before, after=list(rules))
+    job.config = locked.config
+    return parsed
