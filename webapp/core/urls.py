@@ -15,6 +15,7 @@ project_patterns = [
     path("rewards/", include("webapp.rewards.urls")),
     path("jobs/", include("webapp.runs.urls")),
     path("monitor/", include("webapp.monitoring.urls")),
+    path("notifications/", include("webapp.notifications.urls")),
 ]
 
 urlpatterns = [
