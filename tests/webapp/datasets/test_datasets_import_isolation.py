@@ -15,10 +15,8 @@ MB = 1024 * 1024
 @pytest.fixture
 def queued(monkeypatch):
     """Uploads that wait for the worker; the test then runs the worker's task itself."""
-    from jobs import tasks
-
     sent = []
-    monkeypatch.setattr(tasks.ingest_dataset, "delay", lambda import_id: sent.append(import_id))
+    monkeypatch.setattr("webapp.datasets.services.enqueue", lambda task, import_id: sent.append(import_id))
     return sent
 
 

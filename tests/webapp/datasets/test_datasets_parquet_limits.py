@@ -2,7 +2,11 @@
 expand a few bytes into gigabytes is caught before its values are decoded."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import tracemalloc
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -11,6 +15,7 @@ import pytest
 from webapp.datasets.parsing import FileError, open_source
 
 MB = 1024 * 1024
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_the_uncompressed_size_in_the_metadata_is_checked_before_reading(tmp_path, settings):
@@ -27,37 +32,48 @@ def test_the_uncompressed_size_in_the_metadata_is_checked_before_reading(tmp_pat
     assert err.value.code == "too_large" and peak < 20 * MB
 
 
-def _bomb(path):
-    """1,000 rows pointing at one 1 MB dictionary value: under 1 kB on disk, about 1 GB decoded."""
-    values = pa.array(["y" * MB] * 1000).dictionary_encode()
-    pq.write_table(pa.table({"prompt": values, "ground_truth": ["1"] * 1000}), path, compression="zstd")
+def _bomb(path, rows: int = 1000):
+    """`rows` rows pointing at one 1 MB dictionary value: under 1 kB on disk, `rows` MB decoded."""
+    values = pa.array(["y" * MB] * rows).dictionary_encode()
+    # without the Arrow schema in the file, a reader gets plain text back: the values decoded in full
+    pq.write_table(pa.table({"prompt": values, "ground_truth": ["1"] * rows}), path, compression="zstd",
+                   store_schema=False)
     assert path.stat().st_size < 5000
     return path
 
 
-def test_a_dictionary_bomb_is_not_decoded(tmp_path):
-    """Each row's decoded size is computed from the dictionary first: a cell larger than any valid
-    field (DATASET_MAX_TEXT_CHARS) is a bad row without its value ever being built."""
-    source = open_source(_bomb(tmp_path / "bomb.parquet"))  # the metadata alone (a 1 MB dictionary) looks harmless
-    tracemalloc.start()
-    recs = list(source)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert len(recs) == 1000 and all(r.data is None for r in recs)
-    assert "'prompt' holds 1.0 MB once decoded" in recs[0].error
-    assert peak < 100 * MB, f"{peak / MB:.0f} MB traced"
+def _capped(code: str, memory_mb: int) -> subprocess.CompletedProcess:
+    """Run `code` in a Python whose writable memory is capped, as the import worker's child is."""
+    prelude = (f"import resource; resource.setrlimit(resource.RLIMIT_DATA, ({memory_mb * MB}, {memory_mb * MB}))\n"
+               "from webapp.datasets.parsing import FileError, open_source, peek\n")
+    return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_the_web_requests_preview_of_a_dictionary_bomb_stays_small(tmp_path):
+    """The preview (the first rows, read in the web request) computes each row's size from the
+    dictionary: a cell longer than any valid field is a bad row that is never built."""
+    path = _bomb(tmp_path / "bomb.parquet")
+    out = _capped(f"recs, _ = peek(open_source({str(path)!r}), 50)\n"
+                  "print(len(recs), sum(r.data is None for r in recs), recs[0].error)", memory_mb=400)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("50 50 the value in column 'prompt' holds 1.0 MB once decoded")
+
+
+def test_a_bomb_read_under_the_workers_cap_fails_with_a_clear_error(tmp_path):
+    path = _bomb(tmp_path / "bomb.parquet")
+    out = _capped(f"try:\n    list(open_source({str(path)!r}))\n"
+                  "except FileError as exc:\n    print(exc.code, exc.message)", memory_mb=400)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("too_large") and "more memory than an import may use" in out.stdout
 
 
 def test_a_file_that_decodes_past_the_limit_is_refused(tmp_path, settings):
-    settings.DATASET_MAX_TEXT_CHARS = 2 * MB  # rows this long are allowed, but not 1 GB of them
+    settings.DATASET_MAX_TEXT_CHARS = 2 * MB  # rows this long are allowed, but not 200 MB of them
     settings.DATASET_MAX_UNCOMPRESSED_MB = 100
-    source = open_source(_bomb(tmp_path / "bomb.parquet"))
-    tracemalloc.start()
     with pytest.raises(FileError, match="more than 100 MB once decoded") as err:
-        list(source)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert err.value.code == "too_large" and peak < 200 * MB, f"{peak / MB:.0f} MB traced"
+        list(open_source(_bomb(tmp_path / "bomb.parquet", rows=200)))
+    assert err.value.code == "too_large"
 
 
 def test_ordinary_files_with_long_rows_still_read(tmp_path):
