@@ -141,3 +141,11 @@ def test_duplicate_names_refused_and_every_builtin_parses_with_its_sources():
         parse_rules([{"rule": "kl"}, {"rule": "kl"}])
     assert set(METRIC_SOURCES) == set(BUILTIN)
     assert len(parse_rules([{"rule": name} for name in BUILTIN])) == len(BUILTIN)
+
+
+def test_the_docs_list_every_builtin_rule_with_its_metric():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "run-health.md").read_text()
+    for name, rule in BUILTIN.items():
+        assert f"| `{name}` |" in doc and rule["metric"] in doc, name

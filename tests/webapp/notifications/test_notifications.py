@@ -145,3 +145,24 @@ def test_refused_before_connecting_also_after_a_redirect(project, admin_user, se
         transport.post(hook.url, b"{}", {})
     assert len(receiver["got"]) == 1  # the receiver got the first POST, the redirect target nothing
 
+
+
+def test_the_worker_task_retries_a_failed_delivery_until_it_goes_through(project, admin_user, allow_local,
+                                                                         receiver, monkeypatch):
+    from jobs.tasks import deliver_notification
+
+    waits = []
+    real_retry = deliver_notification.retry
+
+    def retry(*args, countdown=None, **kw):
+        waits.append(countdown)
+        return real_retry(*args, countdown=countdown, **kw)
+
+    monkeypatch.setattr(deliver_notification, "retry", retry)
+    services.hook_create(project=project, user=admin_user, name="ci", kind="json", url=receiver["url"])
+    receiver["state"]["status"] = [502, 503, 200]
+    [d] = services.notify(project, "job.lost", message="Run lost: no heartbeat")
+    result = deliver_notification.apply(args=[d.pk])  # eager: each retry runs at once, its countdown is recorded
+    assert result.get() == "sent" and waits == [10.0, 20.0]
+    d.refresh_from_db()
+    assert (d.status, d.attempts, d.response_code) == ("sent", 3, 200) and len(receiver["got"]) == 3
