@@ -68,3 +68,65 @@ def test_finished_or_queued_jobs_are_not_checked(launched_job):
     Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
     job.refresh_from_db()
     assert stall_check(job, now=t0 + 10_000) is None
+
+
+def test_a_stalled_run_is_caught_by_the_sync_and_notified_to_a_real_receiver(launched_job, project, admin_user,
+                                                                            settings, monkeypatch,
+                                                                            django_capture_on_commit_callbacks):
+    import hashlib
+    import hmac
+    import json
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from pathlib import Path
+
+    from jobs.tasks import deliver_notification
+    from webapp.notifications import services
+    from webapp.runs.services import sync_job
+
+    got = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            got.append((dict(self.headers), self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        settings.NOTIFY_ALLOW_PRIVATE_HOSTS = True
+        hook = services.hook_create(project=project, user=admin_user, name="ops", kind="json",
+                                    url=f"http://127.0.0.1:{server.server_port}/stall", events=["job.stalled"])
+        monkeypatch.setattr("webapp.core.queue.enqueue", lambda task, pk, **kw: deliver_notification.apply(args=[pk]))
+        job, attempt, _t0 = _running(launched_job(), after_s=1)
+        adir = Path(job.run_dir) / "attempts" / str(attempt.number)
+        adir.mkdir(parents=True, exist_ok=True)
+
+        def beat(lines: dict[int, float]) -> None:
+            with open(adir / "metrics.jsonl", "a") as fh:
+                for step, v in lines.items():
+                    fh.write(json.dumps({"step": step, "data": {"timing_s/step": v}}) + "\n")
+            (adir / "heartbeat").write_text(json.dumps({"time": time.time(), "pid": 1}))
+
+        beat({1: 0.1, 2: 0.1})
+        sync_job(job)
+        assert not RunEvent.objects.filter(job=job, kind="stalled").exists()
+        time.sleep(1.5)
+        beat({})  # alive (heartbeat) but no new step
+        with django_capture_on_commit_callbacks(execute=True):
+            sync_job(job)
+        assert RunEvent.objects.filter(job=job, kind="stalled").count() == 1
+        [(headers, body)] = got
+        ts = headers["X-Workbench-Timestamp"]
+        expected = "sha256=" + hmac.new(hook.secret.encode(), ts.encode() + b"." + body, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(headers["X-Workbench-Signature"], expected)
+        payload = json.loads(body)
+        assert payload["event"] == "job.stalled" and payload["job"]["id"] == job.pk and "Stalled" in payload["message"]
+    finally:
+        server.shutdown()
+        server.server_close()
