@@ -122,7 +122,7 @@ class ModelRegisterForm(forms.Form):
     name = forms.CharField(max_length=200)
     path = forms.CharField(max_length=500, required=False, label="Local folder",
                            help_text="Absolute path of a Hugging Face model folder (config.json + safetensors) "
-                                     "on the workers.")
+                                     "on the workers, inside an approved model folder (MODELS_ROOT or MODEL_ROOTS).")
     hub_id = forms.CharField(max_length=200, required=False, label="Or a hub id",
                              help_text="e.g. Qwen/Qwen2.5-0.5B-Instruct: only GPU workers with hub access can use it.")
     kind = forms.ChoiceField(choices=[("", "Detect from the folder")] + list(ModelKind.choices), required=False,
