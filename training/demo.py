@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from training.hparams import KINDS
+from training.jobconfig import base_config
 from training.jobspec import JobSpec, ModelRef, RewardBlock, RewardComponent
 from training.models import build_tiny_model, build_tiny_reward_model, load_model_and_tokenizer
 from training.rundir import RunDir, write_atomic, write_jsonl
@@ -46,21 +48,10 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kw
         return 0.0
 '''
 
-_COMMON = {"seed": 1, "device": "cpu", "dtype": "float32", "max_prompt_length": 8, "max_response_length": 4,
-           "max_seq_len": 16, "epochs": 1, "lora": {"rank": 0, "alpha": 16, "targets": "all-linear"},
-           "keep_last_k": 3, "weight_decay": 0.0, "warmup_steps": 0, "grad_clip": 1.0}
-DEMO_CPU_PRESETS: dict[str, dict[str, Any]] = {
-    # ~0.05 s/step on 2 shared cores: the 10-step mean reward passes 0.4 near step 75 and
-    # plateaus around 0.6 after ~150 steps.
-    "grpo": {**_COMMON, "lr": 1e-3, "kl_coef": 0.02, "kl_loss_type": "low_var_kl", "batch_size": 16,
-             "group_size": 8, "temperature": 1.0, "clip_ratio": 0.2, "loss_agg_mode": "token-mean",
-             "max_steps": 300, "save_freq": 100, "test_freq": 50},
-    "distill": {**_COMMON, "lr": 3e-3, "batch_size": 16, "max_steps": 150, "distill_temperature": 2.0,
-                "distill_alpha": 0.5, "distill_mode": "offline", "temperature": 1.0, "save_freq": 50,
-                "test_freq": 25},
-    "reward_model": {**_COMMON, "lr": 2e-3, "batch_size": 32, "max_steps": 300, "save_freq": 100,
-                     "test_freq": 50},
-}
+# The web app's demo-cpu preset (training.presets) over the settings' defaults: a demo run directory
+# trains exactly what the New job form would launch. ~0.05 s/GRPO step on 2 shared cores: the
+# 10-step mean reward passes 0.4 near step 75 and plateaus around 0.6 after ~150 steps.
+DEMO_CPU_PRESETS: dict[str, dict[str, Any]] = {kind: base_config(kind, "demo-cpu")["hp"] for kind in KINDS}
 
 
 def prompt_pairs(low: int = LOW, high: int = HIGH) -> list[tuple[int, int]]:

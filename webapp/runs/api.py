@@ -6,16 +6,16 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from training import jobconfig as cfg
+from training.presets import DEFAULT_PRESET
 from training.reward_mix import SHAPINGS
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
 from webapp.runs import selectors
 from webapp.runs.models import Job, JobAttempt, JobKind, ModelEntry, ModelKind
-from webapp.runs.services import config as cfg
 from webapp.runs.services import launch, registry
 from webapp.runs.services.inputs import dry_run, plan_inputs
-from webapp.runs.services.presets import DEFAULT_PRESET
 
 
 def error_response(exc: ApplicationError) -> Response:

@@ -5,10 +5,10 @@ from typing import Any
 
 from django import forms
 
+from training import jobconfig as cfg
+from training.presets import DEFAULT_PRESET, PRESETS, preset_choices
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.runs.models import Backend, JobKind, ModelEntry, ModelKind
-from webapp.runs.services import config as cfg
-from webapp.runs.services.presets import DEFAULT_PRESET, PRESETS, preset_choices
 
 INPUT_FIELDS = ("name", "kind", "backend", "preset", "dataset_version", "include_unreviewed", "base_model",
                 "teacher_model")

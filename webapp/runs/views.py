@@ -11,6 +11,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from training import jobconfig as cfg
 from training.rundir import RunDir
 from webapp.core.access import project_access
 from webapp.core.forms import apply_error
@@ -29,7 +30,6 @@ from webapp.runs.forms import (
     settings_initial,
 )
 from webapp.runs.models import Job, JobState
-from webapp.runs.services import config as cfg
 from webapp.runs.services import launch, registry
 from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for
 from webapp.runs.services.workers import worker_online

@@ -20,7 +20,7 @@ from omegaconf import OmegaConf  # noqa: E402
 
 from training import hparams  # noqa: E402
 from training.backends.verl_overrides import Resume, VerlPaths, build_overrides  # noqa: E402
-from webapp.runs.services.config import resolve_config  # noqa: E402
+from training.jobconfig import resolve_config  # noqa: E402
 
 # value posted by the form, plus the other settings it needs to be valid
 CASES: dict[str, tuple[str, dict[str, Any]]] = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from training.guard_rules import parse_rules
-from webapp.runs.services.config import PRESETS, resolve_config
+from training.jobconfig import PRESETS, resolve_config
 
 
 @pytest.mark.parametrize("preset", [n for n, p in PRESETS.items() if p["backend"] == "verl"])

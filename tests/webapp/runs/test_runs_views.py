@@ -17,8 +17,8 @@ def job(project, engineer, prompts_version, tiny_model, reward_spec, no_enqueue)
 
 
 def form_data(version, model, reward_fn, **extra):
+    from training.jobconfig import base_config
     from webapp.runs.forms import settings_initial
-    from webapp.runs.services.config import base_config
 
     data = {k: ("" if v is None else v) for k, v in settings_initial(base_config("grpo", "demo-cpu")).items()}
     data = {k: v for k, v in data.items() if v is not False}  # unchecked checkboxes are absent
@@ -87,8 +87,8 @@ def test_missing_reward_is_shown_on_the_reward_widget(project, engineer, as_user
 
 def test_a_launch_is_planned_once_and_its_reward_spec_validated_once(project, engineer, as_user, prompts_version,
                                                                       tiny_model, reward_fn, no_enqueue, monkeypatch):
+    from training import jobconfig as config
     from webapp.rewards import services as reward_services
-    from webapp.runs.services import config
 
     calls = {"plans": 0, "reward_checks": 0}
 

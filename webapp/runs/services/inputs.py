@@ -1,10 +1,10 @@
 """Turn names (CLI / API) into launch inputs, and dry runs that create nothing."""
 from __future__ import annotations
 
+from training.presets import DEFAULT_PRESET
 from webapp.core.services import ApplicationError
 from webapp.runs import selectors
 from webapp.runs.services.launch import JobValidationError
-from webapp.runs.services.presets import DEFAULT_PRESET
 from webapp.runs.services.spec import JobPlan, plan_job, plan_preview
 
 

@@ -15,12 +15,12 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from training import jobconfig as cfg
 from training.rundir import RunDir, claim_run_dir, write_atomic, write_json, write_jsonl
 from webapp.core.audit import audit
 from webapp.core.queue import LAUNCH_JOB, enqueue
 from webapp.core.services import ApplicationError
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, RunEvent
-from webapp.runs.services import config as cfg
 from webapp.runs.services.data import Pinned, pinned_records
 from webapp.runs.services.spec import JobPlan, job_spec, plan_job, reward_filename
 from webapp.runs.services.sync import ensure_no_live_attempt, stop_lost_attempt

@@ -12,13 +12,13 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Max
 
+from training import jobconfig as cfg
 from training.jobspec import JobSpec
 from training.reward_mix import SHAPINGS
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.rewards.models import RewardVersion
 from webapp.runs.models import Job, ModelEntry, ModelKind
-from webapp.runs.services import config as cfg
 from webapp.runs.services.data import Pinned, longest_prompt, select_rows
 
 

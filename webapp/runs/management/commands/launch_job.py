@@ -7,11 +7,11 @@ import time
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from training import jobconfig as cfg
 from training.reward_mix import SHAPINGS
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.runs.models import FINAL_STATES, Job, JobState
-from webapp.runs.services import config as cfg
 from webapp.runs.services.inputs import dry_run, plan_inputs
 from webapp.runs.services.launch import job_create, job_launch
 from webapp.runs.services.sync import sync_job

@@ -2,9 +2,8 @@
 
 A preset is a starting point for the launch form: it names values of settings defined in
 `training.hparams` (the defaults come from there), and the user's own edits replace the preset.
-`kinds` holds per-kind values (e.g. the demo's GRPO and distillation steps differ). The `demo-cpu`
-values mirror `training.demo.DEMO_CPU_PRESETS` (a test keeps them equal), copied here so the web
-process never imports torch for a form.
+`kinds` holds per-kind values (e.g. the demo's GRPO and distillation steps differ). `demo-cpu` is
+also what `training.demo` writes into a demo run directory.
 """
 from __future__ import annotations
 

@@ -36,8 +36,8 @@ from training.hparams import (
     settings_for,
     value_of,
 )
+from training.presets import PRESETS
 from training.stall import StallConfig, StallConfigError
-from webapp.runs.services.presets import PRESETS
 
 __all__ = ["BACKENDS", "BY_FORM_NAME", "BY_KEY", "KINDS", "PRESETS", "SETTINGS", "Setting", "base_config",
            "check_prompt_length", "coerce", "flatten_overrides", "get_value", "job_spec_preview", "parse_set_args",
