@@ -237,8 +237,6 @@ def kill_lost_group(attempt_dir: str | Path, stale_after_s: float = 30) -> bool:
     if attempt_state(attempt_dir, stale_after_s) != "lost":
         return False
     found = bool(attempt_processes(attempt_dir))
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # no usable launch.json: nothing to release
-        release_scratch(_scratch_dirs(json.loads(AttemptDir(Path(attempt_dir)).launch.read_text())))
     return kill_attempt(attempt_dir) and found
 
 
@@ -292,6 +290,8 @@ def kill_attempt(attempt_dir: str | Path, wait_s: float = 10.0) -> bool:
         time.sleep(0.1)
     if left:
         return False
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # no usable launch.json: nothing to release
+        release_scratch(_scratch_dirs(json.loads(adir.launch.read_text())))
     write_json(adir.killed, {"time": time.time(), "host": socket.gethostname(), "pids": sorted(killed)})
     return True
 

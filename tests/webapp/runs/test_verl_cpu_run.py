@@ -1,10 +1,13 @@
 """VERL's real trainer through the app on CPU: a Celery worker launches `verl.trainer.main_ppo` (GRPO,
 the demo model, the CPU plugin) under the supervisor; the sync ingests VERL's file logger and lists
-`global_step_N`; a rollback child resumes from that VERL checkpoint; cancel leaves no Ray process.
+`global_step_N`; the checkpoint exports through VERL's model merger to an HF folder that generates; a
+rollback child resumes from that VERL checkpoint; a killed supervisor ends as lost and the job
+resumes; cancel leaves no Ray process.
 
 Each launch starts a private Ray cluster: about a minute per launch on two cores."""
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -88,8 +91,37 @@ def _metrics(job: Job, name: str) -> dict[int, float]:
     return dict(MetricPoint.objects.filter(job=job, name=name).values_list("step", "value"))
 
 
-def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(project, engineer, inputs,
+def _check_export(export, tmp_path: Path, base_model: Path, worker) -> None:
+    """The zip the checkpoint table offers: an HF folder that transformers loads and that generates."""
+    import zipfile
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from training.models import load_tokenizer
+    from webapp.monitoring.models import EvaluationStatus
+
+    deadline = time.time() + 300
+    while export.status in (EvaluationStatus.QUEUED, EvaluationStatus.RUNNING) and time.time() < deadline:
+        time.sleep(1)
+        export.refresh_from_db()
+    assert export.status == EvaluationStatus.SUCCEEDED, (export.error, worker.log_path.read_text()[-2000:])
+    folder = tmp_path / "exported"
+    zipfile.ZipFile(export.path).extractall(folder)
+    model, tok = AutoModelForCausalLM.from_pretrained(folder), load_tokenizer(folder)
+    base = AutoModelForCausalLM.from_pretrained(base_model)
+    changed = max((a - b).abs().max().item() for a, b in zip(model.state_dict().values(),
+                                                               base.state_dict().values(), strict=True))
+    assert changed > 0  # the trained weights, not the base model's
+    ids = tok("2+3=", return_tensors="pt")
+    with torch.no_grad():
+        out = model.generate(**ids, max_new_tokens=3, do_sample=False, pad_token_id=tok.pad_token_id)
+    assert tok.decode(out[0][ids.input_ids.shape[1]:], skip_special_tokens=True).strip()
+
+
+def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(project, engineer, inputs, tmp_path,
                                                                              celery_worker_proc, stop_runs):
+    from webapp.monitoring.services.export import export_request
     from webapp.runs.services import job_create, job_create_child
 
     job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
@@ -108,7 +140,9 @@ def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(proj
     assert not _ray_processes(run_dir) and not any(Path(d).exists() for d in _scratch(run_dir, 1))
 
     ckpt = Checkpoint.objects.get(job=job, step=2)
+    export = export_request(checkpoint=ckpt, user=engineer)  # the worker runs it before the child's launch
     child = job_create_child(parent=job, checkpoint=ckpt, user=engineer, hp_overrides={"max_steps": 4})
+    _check_export(export, tmp_path, Path(job.base_model.path), celery_worker_proc)
     child = _run_until(child, lambda j: j.state == JobState.SUCCEEDED, "the rollback child", celery_worker_proc)
     child_dir = Path(child.run_dir)
     assert child_dir != run_dir
@@ -129,23 +163,40 @@ def _scratch(run_dir: Path, attempt: int) -> list[str]:
     return launch.get("scratch_dirs") or []
 
 
-def test_cancel_stops_ray_and_every_child(project, engineer, inputs, celery_worker_proc, stop_runs):
-    from webapp.runs.services import job_cancel, job_create
+def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, engineer, inputs, settings,
+                                                                      celery_worker_proc, stop_runs):
+    import signal
 
+    from webapp.runs.services import job_cancel, job_create, job_resume
+
+    settings.RUN_HEARTBEAT_STALE_S = 8  # the sync in this process gives the run up sooner
     job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
-                     hp_overrides={**HP, "max_steps": 500, "save_freq": 0}, include_unreviewed=True, **inputs)
-    job = _run_until(job, lambda j: MetricPoint.objects.filter(job=j, name="actor/grad_norm").exists(),
-                     "the first step", celery_worker_proc)
+                     hp_overrides={**HP, "max_steps": 500}, include_unreviewed=True, **inputs)
+    job = _run_until(job, lambda j: j.checkpoints.filter(step=2).exists(), "the first checkpoint", celery_worker_proc)
     run_dir = Path(job.run_dir)
     assert _ray_processes(run_dir)  # a live private Ray cluster
+    first = run_dir / "attempts" / "1"
+    os.kill(int((first / "supervisor.pid").read_text()), signal.SIGKILL)  # the worker's host loses it
+    job = _run_until(job, lambda j: j.state == JobState.LOST, "lost", celery_worker_proc, timeout=120)
+    assert not _ray_processes(run_dir)  # the sync stopped what the dead supervisor left
+    assert not any(Path(d).exists() for d in _scratch(run_dir, 1))
+
+    job_resume(job=job, user=engineer)
+    job = _run_until(job, lambda j: MetricPoint.objects.filter(job=j, attempt=2, name="actor/grad_norm").exists(),
+                     "the resumed attempt's first step", celery_worker_proc)
+    steps = sorted(MetricPoint.objects.filter(job=job, attempt=2, name="actor/grad_norm")
+                   .values_list("step", flat=True))
+    assert steps[0] == 3  # continues after the checkpoint at step 2
+    assert "global_step_2" in (run_dir / "attempts" / "2" / "log.txt").read_text()
+
     job_cancel(job=job, user=engineer)
     job = _run_until(job, lambda j: j.state == JobState.CANCELLED, "the cancel", celery_worker_proc, timeout=90)
     deadline = time.time() + 20
     while _ray_processes(run_dir) and time.time() < deadline:
         time.sleep(0.5)
     assert not _ray_processes(run_dir)
-    assert not any(Path(d).exists() for d in _scratch(run_dir, 1))
-    pid = int((run_dir / "attempts" / "1" / "supervisor.pid").read_text())
+    assert not any(Path(d).exists() for d in _scratch(run_dir, 2))
+    pid = int((run_dir / "attempts" / "2" / "supervisor.pid").read_text())
     deadline = time.time() + 20  # exit.json is its last write: it may still be exiting
     while _alive(pid) and time.time() < deadline:
         time.sleep(0.5)
