@@ -17,7 +17,8 @@ Protocol (one JSON document per line; columns rather than one dict per sample, f
   end of the batch, and by the SIGUSR2 handler when a call runs long.
 Calls run in groups through map() (the per-sample Python loop cost more than a simple reward): a group
 grows while calls stay under 20 us each and falls back to one call when they do not, or always with
-"exact" (every call timed on its own, for test-runs). While a group runs, the shared memfd holds
+"exact" (for test-runs; the parent then sends one sample a piece and times each on its own clock, as
+the reward can write to the result pipe and patch this harness). While a group runs, the shared memfd holds
 [seq0 + first, seq0 + end) of it (-1 when idle) and the seq of the last call the watchdog timed out:
 the parent reads it to tell which sample was running when it had to kill this process (a group of one:
 that sample; a bigger group: it scores the rest one call at a time to find out). The watchdog thread

@@ -98,12 +98,14 @@ class ChildDied(Exception):
     """The child stopped answering: it exited, was killed, or was killed by us."""
 
     def __init__(self, reason: str, running: tuple[int, int] | None, fatal_for_batch: bool = False,
-                 timed_out: bool = False) -> None:
+                 timed_out: bool = False, garbled: bool = False, tampered: bool = False) -> None:
         super().__init__(reason)
         self.reason = reason
         self.running = running  # [lo, hi): the samples it was on, from the shared memfd (None if unknown)
         self.fatal_for_batch = fatal_for_batch  # the batch's budget is spent: no later sample is run
         self.timed_out = timed_out  # we killed it for taking too long (wall clock)
+        self.garbled = garbled  # it wrote bytes that are not a message (only the reward would)
+        self.tampered = tampered  # it sent a result it was not asked for: nothing more of the batch is trusted
 
 
 class SandboxProcess:
@@ -227,10 +229,10 @@ class SandboxProcess:
                     msg = loads(line)
                 except ValueError:
                     self.kill()
-                    raise ChildDied("the sandbox sent a malformed message", None) from None
+                    raise ChildDied("the sandbox sent a malformed message", None, garbled=True) from None
                 if not isinstance(msg, dict):
                     self.kill()
-                    raise ChildDied("the sandbox sent a malformed message", None)
+                    raise ChildDied("the sandbox sent a malformed message", None, garbled=True)
                 return msg
             if len(self.buf) > MAX_LINE:
                 self.kill()

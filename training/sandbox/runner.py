@@ -43,7 +43,8 @@ class RewardSandbox:
         self.hidden_paths = [os.fspath(p) for p in hidden_paths]
         self.reward_kwargs = dict(reward_kwargs or {})
         self.isolation = isolation
-        # True: every call runs and is timed on its own (test-runs, where an outlier's time matters).
+        # True: the calls are asked for one at a time and each is timed on this side's clock (test-runs,
+        # where an outlier's time matters, and the reward, which shares the child process, could lie).
         # False: calls faster than 20 us run in groups through map() and share the group's time (training).
         self.exact_timing = exact_timing
         self._private_dir: str | None = None
@@ -156,8 +157,12 @@ class RewardSandbox:
                     return
                 seq0, base = child.next_seq, nxt  # the memfd shows seq0 + (index - base) while `index` runs
                 child.next_seq += stop - nxt + 1
+                if self.exact_timing:
+                    stream = self._stream_strict(child, items, base, stop, seq0, keys, batch_deadline)
+                else:
+                    stream = self._stream(child, items, base, stop, seq0, keys, batch_deadline, one_by_one)
                 try:
-                    for chunk in self._stream(child, items, base, stop, seq0, keys, batch_deadline, one_by_one):
+                    for chunk in stream:
                         nxt += len(chunk[0])
                         yield chunk
                 except ChildDied as died:
@@ -165,7 +170,7 @@ class RewardSandbox:
                     span = span if span is not None and span[0] >= nxt else None
                     child.dispose()
                     self._child = None
-                    if died.fatal_for_batch and died.timed_out:  # the batch's wall-clock time is up
+                    if died.fatal_for_batch and (died.timed_out or died.tampered):  # time is up, or no trust left
                         yield failed(nxt, n, died.reason)
                         nxt = n
                         return
@@ -196,6 +201,79 @@ class RewardSandbox:
             if nxt < n and self._child is not None:
                 self._child.dispose()  # the caller stopped early (or we failed): the child is mid-batch
                 self._child = None
+
+    def _stream_strict(self, child: SandboxProcess, items: list[Mapping[str, Any]], start: int, stop: int,
+                       seq0: int, keys: KeyCheck, batch_deadline: float) -> Iterator[Chunk]:
+        """Score items start..stop-1 one request at a time, each timed on this side's clock (exact timing).
+
+        The reward shares the child's process, so it can write to the result pipe or patch the harness:
+        nothing the child says about time is used, and a reply is accepted only for the one sample
+        asked for. A result is held back until the next reply (or the closing one, for an empty request
+        at `stop`) shows that no second answer for it was on its way. Raise ChildDied if the child fails."""
+        lim = self.limits
+        stall_s = lim.time_limit_s + max(1.0, 0.25 * lim.time_limit_s)
+        held: Chunk | None = None
+        for i in range(start, stop + 1):
+            try:
+                cols = columns(items[i:i + 1], i)
+            except TypeError:
+                child.kill()
+                raise
+            payload = dumps({"offset": i, "seq0": seq0 + i - start, **cols, "kwargs": self.reward_kwargs,
+                             "exact": True})
+            running = (i, i + 1) if i < stop else None  # this side knows which sample the child is on
+            died: ChildDied | None = None
+            t0 = time.perf_counter()
+            try:
+                child.send_piece(payload, 0, i == start, True, batch_deadline)
+                msg, seconds = self._reply(child, i, i + (i < stop), min(time.monotonic() + stall_s, batch_deadline),
+                                           t0)
+            except TimeoutError:
+                child.kill()
+                if time.monotonic() >= batch_deadline:
+                    died = ChildDied(f"the batch took longer than {lim.batch_time_limit_s:g} s (batch_time_limit_s)",
+                                     running, fatal_for_batch=True, timed_out=True)
+                else:
+                    died = ChildDied(f"timed out after {lim.time_limit_s:g} s (time_limit_s) and did not stop; "
+                                     "the sandbox was restarted", running, timed_out=True)
+            except ChildDied as exc:
+                died = exc if exc.tampered else _tampered() if exc.garbled else \
+                    ChildDied(exc.reason, running, exc.fatal_for_batch)
+            if died is not None:
+                if held is not None and not died.tampered:
+                    yield held
+                raise died
+            msg["t"] = [[1, seconds]] if i < stop else []  # our clock, not the one the child reports
+            chunk = decode_chunk(msg, i, i + 1, keys, lim.time_limit_s * 1000.0)
+            if chunk is None:
+                child.kill()
+                raise _tampered()
+            if held is not None:
+                yield held
+            held = chunk
+
+    @staticmethod
+    def _reply(child: SandboxProcess, lo: int, hi: int, deadline: float, t0: float) -> tuple[dict[str, Any], float]:
+        """The child's answer to a request for samples lo..hi-1 (hi - lo is 0 or 1), and the seconds until its
+        result arrived. A slow call's result comes before the message that ends the request; anything that
+        does not fit that (another sample, a second result) is tampering: the child is killed."""
+        found: dict[str, Any] = {"i0": lo, "s": []}
+        seconds, at = time.perf_counter() - t0, lo
+        while True:
+            msg = child.read_message(deadline)
+            scores = msg.get("s")
+            if msg.get("i0") != at or not isinstance(scores, list) or at + len(scores) > hi:
+                child.kill()
+                raise _tampered()
+            if scores:
+                found, seconds, at = msg, time.perf_counter() - t0, at + len(scores)
+            if msg.get("end") is True:
+                break
+        if at != hi:
+            child.kill()
+            raise _tampered()
+        child.cpu_used = float(msg.get("cpu") or 0.0)
+        return found, seconds
 
     def _stream(self, child: SandboxProcess, items: list[Mapping[str, Any]], start: int, stop: int, seq0: int,
                 keys: KeyCheck, batch_deadline: float, exact: bool) -> Iterator[Chunk]:
@@ -245,3 +323,9 @@ class RewardSandbox:
                     raise ChildDied("the sandbox ended a batch early", None)
                 child.cpu_used = float(msg.get("cpu") or 0.0)
                 return
+
+
+def _tampered() -> ChildDied:
+    return ChildDied("not scored: the reward wrote to the sandbox's result channel (a result that was not asked "
+                     "for, or a second one); the batch's results cannot be trusted", None, fatal_for_batch=True,
+                     tampered=True)
