@@ -40,6 +40,8 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None):
         _send('{"i0":%d,"s":%s,"t":[[%d,1e-6]],"end":true,"cpu":0.0}' % (i, [0.5] * (n - i), n - i))
     elif solution_str == "unasked":  # a result for the next sample, before it was asked for
         _send('{"i0":%d,"s":[0.5],"t":[[1,1e-6]]}' % (i + 1))
+    elif solution_str == "garbage":  # bytes that are no message at all
+        _send("not a result")
     return 1.0
 '''
 
@@ -64,7 +66,7 @@ def test_a_reward_that_patches_the_harness_cannot_shorten_its_reported_time():
         assert min(res.durations_ms) >= 50  # timed by the calling side: the 50 ms sleep, not the claimed 0.001 ms
 
 
-@pytest.mark.parametrize("kind", ["early", "later", "unasked"])
+@pytest.mark.parametrize("kind", ["early", "later", "unasked", "garbage"])
 def test_a_forged_result_line_fails_the_batch_loudly(forger, kind):
     res = forger.score_batch(items(kind))
     assert all(r.score is None and r.error is not None and TAMPERED in r.error for r in res), list(res)
