@@ -32,7 +32,7 @@ def test_group_advantages_match_hand_computed_values():
 
 
 def test_tied_group_share_counts_groups_whose_rewards_all_tie():
-    scores = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.5, 0.0, 0.0, 0.0, 0.3, 0.3, 0.3])
+    scores = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.5, 0.0, 0.0, 0.0, 0.3, 0.3, 0.4])
     assert tied_group_share(scores, 3) == pytest.approx(2 / 4)  # groups 1 and 3 tie; 2 and 4 differ
     assert tied_group_share(torch.zeros(4), 2) == 1.0
 
