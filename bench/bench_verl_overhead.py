@@ -99,7 +99,7 @@ def run_app(steps: int) -> tuple[Path, float]:
     # below is the task's body, run here.
     job = job_create(project=project, user=None, kind="grpo", backend="verl", preset="demo-cpu",
                      hp_overrides={"batch_size": 4, "group_size": 2, "max_steps": steps, "save_freq": 0,
-                                   "test_freq": 0, "lr": 1e-3, "kl_coef": 0.02},
+                                   "test_freq": 0, "lr": 1e-3, "kl_coef": 0.02, "epochs": 100},
                      include_unreviewed=True, dataset_version=_demo_dataset(project), reward_spec=reward,
                      base_model=model)
     t0 = time.time()
