@@ -4,25 +4,7 @@ It is started as `python -s -P -c <_child_values.py's text + this file's>` (see
 `isolation.harness_source`: the project dir is hidden in the sandbox, so neither can be imported), and
 must therefore only use the standard library (orjson when installed).
 
-Protocol (one JSON document per line; columns rather than one dict per sample, for speed):
-- parent -> child, first line: the config {"source", "name", "filename", "limits", "drop_uid", ...};
-- child -> parent: {"ready": true, ...} or {"load_error": msg, "traceback": tb, "lineno": n};
-- parent -> child: {"op": "batch", "pos": p, "len": n, "first": bool, "last": bool}: bytes [p, p + n) of
-  the shared batch memfd hold one piece of a batch, {"offset": k, "seq0": s, "ds": [...] | str, "sol": [...],
-  "gt": [...], "ex": [...] | null, "kwargs": {...}, "exact": bool} ("ds" is one string when all are equal);
-- child -> parent: chunks {"i0": first index, "s": [score | null], "t": [[calls, seconds], ...] (the
-  chunk's calls in runs, in order: each run's calls share its time), "x": [extra | null] (only when a
-  sample returned a dict), "e": [[j, error, traceback, lineno]] (only on errors)}; the last chunk of a
-  batch has "end": true and the CPU seconds used. A chunk is sent every 2048 samples or 20 ms, at the
-  end of the batch, and by the SIGUSR2 handler when a call runs long.
-Calls run in groups through map() (the per-sample Python loop cost more than a simple reward): a group
-grows while calls stay under 20 us each and falls back to one call when they do not, or always with
-"exact" (for test-runs; the parent then sends one sample a piece and times each on its own clock, as
-the reward can write to the result pipe and patch this harness). While a group runs, the shared memfd holds
-[seq0 + first, seq0 + end) of it (-1 when idle) and the seq of the last call the watchdog timed out:
-the parent reads it to tell which sample was running when it had to kill this process (a group of one:
-that sample; a bigger group: it scores the rest one call at a time to find out). The watchdog thread
-knows the running call exactly (the group's start + the results the group has so far).
+The protocol and how calls are grouped are described in `protocol.py`.
 """
 import contextlib
 import functools
