@@ -37,13 +37,32 @@ OK, WARMING_UP, TRIPPED = "ok", "warming_up", "tripped"
 _HISTORY = 200  # values kept per rule for spike / diverge windows
 _BAD_STEPS = 2000  # steps at which some rule's condition held, kept to judge checkpoints
 
-# The built-in rules. Both backends log these names: the local trainer mirrors VERL's metric names,
-# except the tied-group share, which only the local trainer computes (see METRIC_SOURCES).
+TIED_SHARE = "critic/zero_variance_group_share"
+TIED_TOL = 1e-6
+
+
+def tied_group_share(groups: Iterable[Sequence[Any]], tol: float = TIED_TOL) -> float | None:
+    """The share of prompts whose samples all got the same reward: their GRPO advantages, loss and
+    gradient are exactly 0, so the step learns nothing from them. Each group holds one prompt's
+    sample rewards; groups with fewer than two usable rewards are not counted (None if none is)."""
+    counted = tied = 0
+    for group in groups:
+        vals = [float(v) for v in group
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+        if len(vals) < 2:
+            continue
+        counted += 1
+        tied += (max(vals) - min(vals)) <= tol
+    return tied / counted if counted else None
+
+
+# The built-in rules. Both backends log these names: the local trainer mirrors VERL's metric names;
+# for VERL the tied-group share is computed at ingest from its rollout dumps (see METRIC_SOURCES).
 BUILTIN: dict[str, dict[str, Any]] = {
     "kl": {"metric": "actor/kl_loss", "condition": "above", "threshold": 0.1, "patience": 3, "action": "restore"},
     "entropy_collapse": {"metric": "actor/entropy", "condition": "drop", "threshold": 0.6, "warmup": 10,
                          "patience": 3, "action": "warn"},
-    "zero_variance_groups": {"metric": "critic/zero_variance_group_share", "condition": "above",
+    "zero_variance_groups": {"metric": TIED_SHARE, "condition": "above",
                              "threshold": 0.9, "warmup": 5, "patience": 5, "action": "warn"},
     "response_length_collapse": {"metric": "response_length/mean", "condition": "drop", "threshold": 0.6,
                                  "warmup": 10, "patience": 3, "action": "warn"},
@@ -58,7 +77,7 @@ BUILTIN: dict[str, dict[str, Any]] = {
 METRIC_SOURCES: dict[str, dict[str, str | None]] = {
     "kl": {"local": "actor/kl_loss", "verl": "actor/kl_loss (use_kl_loss=True)"},
     "entropy_collapse": {"local": "actor/entropy", "verl": "actor/entropy"},
-    "zero_variance_groups": {"local": "critic/zero_variance_group_share", "verl": None},
+    "zero_variance_groups": {"local": TIED_SHARE, "verl": f"{TIED_SHARE} (from samples/rollout at ingest)"},
     "response_length_collapse": {"local": "response_length/mean", "verl": "response_length/mean"},
     "response_clipping": {"local": "response_length/clip_ratio", "verl": "response_length/clip_ratio"},
     "grad_norm_spike": {"local": "actor/grad_norm", "verl": "actor/grad_norm"},

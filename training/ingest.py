@@ -254,3 +254,28 @@ def read_samples(run_dir: str | Path, kind: str = "val", step: int | None = None
             return []
         step = steps[-1]
     return read_jsonl(RunDir(run_dir).samples(kind, step))
+
+
+# -- metrics computed from rollout dumps -----------------------------------------------------
+
+def rollout_groups(rows: list[dict[str, Any]]) -> list[list[Any]]:
+    """One rollout dump's scores grouped by prompt, in order of first appearance.
+
+    VERL's dump has no group id (a `uid` column is used when present) and `balance_batch` reorders
+    rows, so a prompt's samples are found by their `input` text; two identical prompts in one batch
+    count as one group.
+    """
+    groups: dict[Any, list[Any]] = {}
+    for row in rows:
+        key = row.get("uid")
+        key = ("uid", str(key)) if key is not None else ("input", str(row.get("input")))
+        groups.setdefault(key, []).append(row.get("score"))
+    return list(groups.values())
+
+
+def rollout_metrics(run_dir: str | Path, step: int) -> Metrics:
+    """Metrics the trainer does not log but its `samples/rollout/<step>.jsonl` dump gives ({} without one)."""
+    from training.guard_rules import TIED_SHARE, tied_group_share
+
+    share = tied_group_share(rollout_groups(read_samples(run_dir, "rollout", step)))
+    return {} if share is None else {TIED_SHARE: share}

@@ -16,6 +16,8 @@ from training.ingest import (
     parse_metrics_line,
     read_metrics,
     read_samples,
+    rollout_groups,
+    rollout_metrics,
     sample_steps,
 )
 
@@ -213,3 +215,26 @@ def test_reads_samples_written_by_verls_dump(tmp_path):
     assert read_samples(tmp_path, "rollout") == []
     with pytest.raises(ValueError):
         read_samples(tmp_path, "train")
+
+
+def test_tied_group_share_from_verls_rollout_dump(tmp_path):
+    """Three prompts, n=3, rows shuffled as balance_batch does: "a" ties at 1, "c" ties at 0, "b" differs."""
+    write_generations = _verl_write_generations()
+    rollout = tmp_path / "samples" / "rollout"
+    inputs = ["a", "b", "c", "b", "a", "c", "c", "a", "b"]
+    scores = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
+    write_generations(inputs, ["x"] * 9, [None] * 9, scores, {"acc": scores}, str(rollout), 4)
+    assert rollout_groups(read_samples(tmp_path, "rollout", 4)) == [[1.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0] * 3]
+    assert rollout_metrics(tmp_path, 4) == {"critic/zero_variance_group_share": pytest.approx(2 / 3)}
+    assert rollout_metrics(tmp_path, 5) == {}  # no dump for that step
+
+
+def test_rollout_groups_prefer_a_uid_and_skip_unusable_scores(tmp_path):
+    rows = [{"uid": "u1", "input": "same", "score": 0.5}, {"uid": "u2", "input": "same", "score": 0.5},
+            {"uid": "u1", "input": "same", "score": 0.5}, {"uid": "u2", "input": "same", "score": 0.7}]
+    assert rollout_groups(rows) == [[0.5, 0.5], [0.5, 0.7]]
+    path = tmp_path / "samples" / "rollout" / "1.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text('{"input": "a", "score": 1.0}\n{"input": "a", "score": "bad"}\n{"input": "b", "score": 1.0}\n'
+                    '{"input": "b", "score": 0.0}\n{"input": "c", "sco')  # a torn last line, as mid-write
+    assert rollout_metrics(tmp_path, 1) == {"critic/zero_variance_group_share": 0.0}  # "a" has one usable score

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from training import guard_rules
 from training.local.common import Rollout, masked_mean, rollout, token_logprobs
 from training.local.config import Job
 from training.local.data import check_prompt_lengths, read_jsonl
@@ -57,11 +58,9 @@ def group_advantages(scores: torch.Tensor, response_mask: torch.Tensor, group_si
     return adv
 
 
-def tied_group_share(scores: torch.Tensor, group_size: int, tol: float = 1e-6) -> float:
-    """The share of prompts whose samples all got the same reward: their advantages, loss and
-    gradient are exactly 0, so the step learns nothing from them."""
-    groups = scores.float().view(-1, group_size)
-    return float(((groups.max(-1).values - groups.min(-1).values) <= tol).float().mean())
+def tied_group_share(scores: torch.Tensor, group_size: int) -> float:
+    """`training.guard_rules.tied_group_share` over grouped rows (prompt i owns rows i*n .. i*n+n-1)."""
+    return guard_rules.tied_group_share(scores.float().view(-1, group_size).tolist()) or 0.0
 
 
 def policy_loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor, advantages: torch.Tensor,
@@ -173,7 +172,7 @@ class GRPOTrainer:
             "critic/score/mean": float(scores.mean()), "critic/score/max": float(scores.max()),
             "critic/score/min": float(scores.min()), "critic/score/std": float(scores.std()),
             "critic/rewards/mean": float(scores.mean()),
-            "critic/zero_variance_group_share": tied_group_share(scores, hp.group_size),
+            guard_rules.TIED_SHARE: tied_group_share(scores, hp.group_size),
             "critic/advantages/mean": masked_mean(adv, mask), "critic/advantages/max": float(adv[mask > 0].max()),
             "critic/advantages/min": float(adv[mask > 0].min()),
             "response_length/mean": float(lengths.mean()), "response_length/max": float(lengths.max()),

@@ -12,7 +12,7 @@ def test_engineers_set_a_runs_rules_viewers_only_read_them(make_job, viewer, eng
     url = f"/api/projects/{job.project.slug}/monitor/jobs/{job.pk}/guard-rules/"
     body = api_for(viewer).get(url).json()
     assert body["guard_rules"] == [] and "entropy_collapse" in body["builtin"]
-    assert body["builtin"]["zero_variance_groups"]["sources"]["verl"] is None
+    assert "samples/rollout" in body["builtin"]["zero_variance_groups"]["sources"]["verl"]
     rules = [{"rule": "entropy_collapse"}, {"rule": "kl", "threshold": 0.2, "action": "restore"}]
     assert api_for(viewer).put(url, {"guard_rules": rules}, format="json").status_code == 403
     r = api_for(engineer).put(url, {"guard_rules": rules}, format="json")

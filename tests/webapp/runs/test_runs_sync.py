@@ -59,6 +59,20 @@ def test_ingest_is_incremental_and_idempotent(running_job):
     assert JobAttempt.objects.get(job=job, number=1).ingest["offset"] > 0
 
 
+def test_a_rollout_dump_adds_the_tied_group_share_to_its_step(running_job):
+    job = running_job
+    beat(job)
+    rollout = Path(job.run_dir) / "samples" / "rollout"
+    rollout.mkdir(parents=True)
+    rows = [("p1", 1.0), ("p2", 0.0), ("p1", 1.0), ("p2", 1.0)]  # p1 ties, p2 does not
+    (rollout / "2.jsonl").write_text("".join(json.dumps({"input": i, "output": "o", "gts": None, "score": r,
+                                                         "step": 2}) + "\n" for i, r in rows))
+    log_steps(job, [1, 2])
+    sync_job(job)
+    assert points(job, "critic/zero_variance_group_share") == {2: 0.5}  # step 1 has no dump
+    assert points(job) == {1: 0.1, 2: 0.2}
+
+
 def test_exit_zero_succeeds_nonzero_fails_with_log_tail(running_job, project, engineer, prompts_version, tiny_model,
                                                         reward_spec, fake_supervisor):
     job = running_job

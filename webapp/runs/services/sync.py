@@ -79,7 +79,11 @@ def _tail_state(tail) -> dict:
 
 
 def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
-    """Upsert the lines added to this attempt's metrics.jsonl since the last call; return the new points."""
+    """Upsert the lines added to this attempt's metrics.jsonl since the last call; return the new points.
+
+    Each step read also gets the metrics its rollout dump gives (VERL's tied-group share)."""
+    from training.ingest import rollout_metrics
+
     tail = _tail_for(attempt_dir(job, attempt.number).metrics, attempt.ingest or {})
     records = tail.read_new()
     state = _tail_state(tail)
@@ -89,7 +93,9 @@ def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
     if not records:
         return []
     values: dict[tuple[str, int], float | None] = {}
-    for step, data in records:
+    # With its step's metrics line, not on its own: the health rules judge each step once, on everything logged.
+    derived = [(step, rollout_metrics(job.run_dir, step)) for step in sorted({s for s, _ in records})]
+    for step, data in derived + records:  # a value the trainer logged wins
         for name, value in data.items():
             values[(name[:128], step)] = value  # a later line for the same step wins
     steps = [s for _, s in values]
