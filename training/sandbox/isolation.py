@@ -109,11 +109,16 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def visible_paths(hidden: list[str]) -> list[str]:
-    """The interpreter's prefix, the venv and other import roots, which must stay readable."""
+def interpreter_roots() -> set[str]:
+    """The interpreter's prefixes and the venv, as given and with links resolved."""
     prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                 str(Path(_real(sys.executable)).parent.parent)}
-    out = {_real(p) for p in prefixes} | {os.path.abspath(p) for p in prefixes}
+    return {_real(p) for p in prefixes} | {os.path.abspath(p) for p in prefixes}
+
+
+def visible_paths(hidden: list[str]) -> list[str]:
+    """The interpreter's prefix, the venv and other import roots, which must stay readable."""
+    out = interpreter_roots()
     cwd = _real(os.getcwd())
     for entry in sys.path:
         if not entry or not os.path.isdir(entry):
@@ -180,11 +185,15 @@ def _bwrap_argv(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list
     argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", str(limits.tmp_mb << 20),
              "--tmpfs", "/tmp"]
     bound = [os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
-    # (a script's folder under /tmp on sys.path stays behind the private /tmp)
+    # The interpreter and the venv are bound even when they live under /tmp (a checkout there): binds
+    # after --tmpfs /tmp land on top of the private /tmp. Other import roots under /tmp (a script's
+    # folder on sys.path) stay behind it.
+    roots = interpreter_roots()
     visible = [v for v in visible_paths(hidden)
-               if not any(_inside(v, b) for b in [*bound, "/tmp", "/dev", "/proc"])]
+               if not any(_inside(v, b) for b in [*bound, "/dev", "/proc"])
+               and (not _inside(v, "/tmp") or v in roots)]
     hidden = outermost_hidden(hidden, visible)
-    made: set[str] = set()
+    made: set[str] = {"/tmp"}
     for v in visible:
         if any(_inside(v, o) and o != v for o in visible):
             continue  # inside another re-bound path
