@@ -160,7 +160,8 @@ def test_it_cannot_read_shadow_or_the_app_or_hidden_paths(sandbox):
     own_file = Path(__file__).resolve()
     for path in (settings, own_file, REPO_ROOT / "pyproject.toml"):
         assert attack(sandbox, "read", str(path))[1].startswith("blocked"), path
-    assert attack(sandbox, "listdir", str(REPO_ROOT))[1] in ("['.venv']", "[]")
+    listing = attack(sandbox, "listdir", str(REPO_ROOT))[1]  # at most the venv's folder, or not there at all
+    assert listing in ("['.venv']", "[]") or "FileNotFoundError" in listing
     assert attack(sandbox, "read", "/etc/os-release")[1] == "read 0 bytes: '/etc/os-release'"
     assert attack(sandbox, "listdir", "/usr/share/doc")[1] == "[]"
     assert attack(sandbox, "listdir", os.path.expanduser("~"))[1] in ("[]", "['.pyenv']")
