@@ -6,6 +6,7 @@ from typing import Any
 from django import forms
 
 from training import jobconfig as cfg
+from training.guard_rules import ACTIONS, BUILTIN, describe, parse_rules
 from training.presets import DEFAULT_PRESET, PRESETS, preset_choices
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.runs.models import Backend, JobKind, ModelEntry, ModelKind
@@ -28,13 +29,30 @@ def _setting_field(s: cfg.Setting) -> forms.Field:
     return forms.CharField(widget=forms.TextInput(attrs=attrs), **common)
 
 
+def _builtin_entries(config: dict) -> dict[str, dict]:
+    return {e["rule"]: e for e in config.get("guard_rules") or []
+            if isinstance(e, dict) and e.get("rule") in BUILTIN and not e.get("name")}
+
+
+def rules_initial(config: dict) -> dict[str, Any]:
+    """Form values of the built-in health rules: on when the config lists them, with their threshold and action."""
+    out: dict[str, Any] = {}
+    entries = _builtin_entries(config)
+    for name, default in BUILTIN.items():
+        entry = entries.get(name)
+        out[f"rule_{name}"] = entry is not None and entry.get("enabled", True) is not False
+        out[f"rule_{name}_threshold"] = (entry or {}).get("threshold", default["threshold"])
+        out[f"rule_{name}_action"] = (entry or {}).get("action", default["action"])
+    return out
+
+
 def settings_initial(config: dict) -> dict[str, Any]:
-    """Form initial values for every setting from a resolved config."""
+    """Form initial values for every setting (and the built-in health rules) from a resolved config."""
     out = {}
     for s in cfg.SETTINGS:
         value = cfg.get_value(config, s.key)
         out[s.form_name] = ("" if value is None else value)
-    return out
+    return {**out, **rules_initial(config)}
 
 
 class _VersionChoice(forms.ModelChoiceField):
@@ -74,6 +92,36 @@ class JobForm(forms.Form):
         self.fields["teacher_model"].queryset = models.filter(kind=ModelKind.CAUSAL_LM)
         for s in cfg.SETTINGS:
             self.fields[s.form_name] = _setting_field(s)
+        for name in BUILTIN:
+            self.fields[f"rule_{name}"] = forms.BooleanField(required=False, label=name)
+            self.fields[f"rule_{name}_threshold"] = forms.FloatField(
+                required=False, label=f"{name} threshold", widget=forms.TextInput(attrs={"inputmode": "decimal"}))
+            self.fields[f"rule_{name}_action"] = forms.ChoiceField(choices=[(a, a) for a in ACTIONS],
+                                                                   required=False, label=f"{name} action")
+
+    def rule_rows(self) -> list[tuple[str, str, Any, Any, Any]]:
+        """(name, what it watches by default, on, threshold, action) per built-in rule, for the template."""
+        return [(name, describe(parse_rules([{"rule": name}])[0]), self[f"rule_{name}"],
+                 self[f"rule_{name}_threshold"], self[f"rule_{name}_action"]) for name in BUILTIN]
+
+    def guard_rules(self) -> list[dict[str, Any]]:
+        """The preset's health rules with the form's edits: built-ins turned on/off, threshold and action
+        changed (their other fields kept); the preset's own custom rules are kept as they are."""
+        data = self.cleaned_data
+        base = cfg.base_config(data.get("kind") or cfg.KINDS[0], data.get("preset") or DEFAULT_PRESET)
+        entries = _builtin_entries(base)
+        custom = [e for e in base.get("guard_rules") or [] if all(e is not b for b in entries.values())]
+        rules = []
+        for name in BUILTIN:
+            if not data.get(f"rule_{name}"):
+                continue
+            entry = {k: v for k, v in (entries.get(name) or {"rule": name}).items() if k != "enabled"}
+            if data.get(f"rule_{name}_threshold") is not None:
+                entry["threshold"] = data[f"rule_{name}_threshold"]
+            if data.get(f"rule_{name}_action"):
+                entry["action"] = data[f"rule_{name}_action"]
+            rules.append(entry)
+        return rules + custom
 
     def setting_groups(self) -> list[tuple[str, list]]:
         groups: dict[str, list] = {}
@@ -103,6 +151,8 @@ class JobForm(forms.Form):
                     out[s.key] = None
             else:
                 out[s.key] = value
+        if self.data.get(self.add_prefix("guard_rules_form")):  # shown on the form: its rules replace the preset's
+            out["guard_rules"] = self.guard_rules()
         return out
 
     def apply_errors(self, errors: dict[str, str], reward_form=None) -> None:

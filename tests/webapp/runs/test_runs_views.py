@@ -250,3 +250,20 @@ def test_register_a_checkpoint_as_a_model(project, engineer, as_user, job, tiny_
     assert (Path(entry.path) / "config.json").exists()
     resp = client.post(f"/p/{project.slug}/jobs/{job.pk}/register-model/", {"step": 9}, follow=True)
     assert "no checkpoint at step 9" in resp.content.decode()
+
+
+def test_the_forms_health_rules_replace_the_presets_and_bad_ones_are_refused(project, engineer, as_user,
+                                                                              prompts_version, tiny_model, reward_fn,
+                                                                              no_enqueue):
+    data = form_data(prompts_version, tiny_model, reward_fn, preset="demo-cpu-guarded", guard_rules_form="1",
+                     rule_kl="on", rule_kl_threshold="0.4", rule_kl_action="restore", rule_grad_norm_spike="on",
+                     rule_grad_norm_spike_threshold="", rule_grad_norm_spike_action="", action="review")
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 200, resp.context["form"].errors
+    rules = resp.context["plan"].config["guard_rules"]
+    assert rules == [{"rule": "kl", "threshold": 0.4, "patience": 3, "action": "restore", "lr_factor": 0.5,
+                      "max_restores": 2}, {"rule": "grad_norm_spike"}]  # blanks keep the preset's values
+    data.update(rule_kl_action="sideways", action="launch")
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 400 and "rule_kl_action" in resp.context["form"].errors
+    assert Job.objects.count() == 0
