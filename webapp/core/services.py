@@ -97,7 +97,8 @@ def invitations_for(user):
 @transaction.atomic
 def invitation_answer(*, user, invitation_id: int, accept: bool) -> Membership | None:
     """Accept (join with the invited role) or decline an invitation addressed to `user`."""
-    invitation = invitations_for(user).select_for_update().filter(pk=invitation_id).first()
+    # of=("self",): PostgreSQL cannot lock the nullable side of the outer join to invited_by
+    invitation = invitations_for(user).select_for_update(of=("self",)).filter(pk=invitation_id).first()
     if invitation is None:
         raise ApplicationError("This invitation is not open (any more).")
     project = invitation.project

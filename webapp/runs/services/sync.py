@@ -294,6 +294,8 @@ def sync_job(job: Job) -> list[MetricPoint]:
                 if status == "exited":
                     _finish_attempt(job, attempt)
                 elif status == "lost":
+                    # What it saved before it is given up (and killed) is the job's: list that first.
+                    sync_checkpoints(job)
                     _mark_lost(job, attempt)
             sync_checkpoints(job)
             fields = {}
