@@ -168,6 +168,8 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
 
     # the page reloads itself once the run ends; then the checkpoints are listed
     page.wait_for_selector("#job-state:has-text('succeeded')", timeout=RUN_TIMEOUT_MS)
+    # the reload has happened once the server-rendered page no longer offers Cancel
+    page.get_by_role("button", name="Cancel", exact=True).wait_for(state="detached", timeout=30_000)
     # (a locator, not a JS wait: it survives the reload)
     page.get_by_role("tab", name=re.compile(r"Checkpoints \([1-9]")).wait_for(timeout=30_000)
     page.wait_for_function(f"({REWARD_POINTS_JS})() === {MAX_STEPS}", timeout=30_000)

@@ -39,6 +39,8 @@
 
   function clearJsMessages() {
     form.querySelectorAll('.js-error').forEach((el) => el.remove());
+    // the server's errors from the last submit: the live check below shows again those that still hold
+    form.querySelectorAll('.field > .field-error').forEach((el) => { el.hidden = true; });
     form.querySelectorAll('.field-warning').forEach((el) => { el.hidden = true; el.textContent = ''; });
     warnings.replaceChildren();
   }
@@ -52,6 +54,8 @@
       const li = document.createElement('li'); li.textContent = text; warnings.append(li);
       return;
     }
+    const same = field && [...field.querySelectorAll(':scope > .field-error')].find((e) => e.textContent === text);
+    if (same) { same.hidden = false; return; }
     const p = document.createElement('p');
     p.className = 'field-error js-error'; p.setAttribute('role', 'alert'); p.textContent = text;
     if (field) field.append(p); else warnings.append(Object.assign(document.createElement('li'), {textContent: text, className: 'field-error js-error'}));
