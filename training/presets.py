@@ -53,7 +53,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "hp": {},
         "kinds": {"grpo": {**_DEMO_COMMON, "lr": 1e-3, "kl_coef": 0.02, "kl_loss_type": "low_var_kl",
                            "batch_size": 16, "group_size": 8, "temperature": 1.0, "clip_ratio": 0.2,
-                           "loss_agg_mode": "token-mean", "max_steps": 120, "save_freq": 10, "test_freq": 20}},
+                           "loss_agg_mode": "token-mean", "max_steps": 120, "save_freq": 10, "test_freq": 20,
+                           # every checkpoint kept: retention must not delete the good one a restore needs
+                           "keep_last_k": None}},
         "kl_guard": {"enabled": False, "threshold": 2.0},
         # The demo's KL passes 0.3 around step 25: the rule restores the newest checkpoint where every
         # rule held with half the lr (at most twice); the other rules watch without acting.
