@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.core.access import user_role
-from webapp.core.models import ROLE_RANK, Role
+from webapp.core.commands import command_engineer
 from webapp.core.services import ApplicationError
 from webapp.monitoring.services import job_rules_set, rules_status
 from webapp.runs.models import Job
@@ -27,14 +25,7 @@ class Command(BaseCommand):
         if job is None:
             raise CommandError(f"There is no run #{opts['job']}.")
         if opts["set"] is not None:
-            user = None
-            if opts["user"]:
-                user = get_user_model().objects.filter(username=opts["user"]).first()
-                if user is None:
-                    raise CommandError(f"There is no user '{opts['user']}'.")
-                role = user_role(user, job.project)
-                if role is None or ROLE_RANK[role] < ROLE_RANK[Role.ENGINEER]:
-                    raise CommandError(f"{user.username} is not an engineer of project {job.project.slug}.")
+            user = command_engineer(opts["user"], job.project)
             try:
                 rules = json.loads(opts["set"])
             except json.JSONDecodeError as exc:

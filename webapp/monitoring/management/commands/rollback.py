@@ -2,11 +2,9 @@
 from a checkpoint, exactly as the Roll back button does."""
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.core.access import user_role
-from webapp.core.models import ROLE_RANK, Role
+from webapp.core.commands import command_engineer
 from webapp.core.services import ApplicationError
 from webapp.monitoring.services import job_rollback
 from webapp.runs.models import Job
@@ -28,14 +26,7 @@ class Command(BaseCommand):
         job = Job.objects.filter(pk=opts["job"]).select_related("project").first()
         if job is None:
             raise CommandError(f"There is no run #{opts['job']}.")
-        user = None
-        if opts["user"]:
-            user = get_user_model().objects.filter(username=opts["user"]).first()
-            if user is None:
-                raise CommandError(f"There is no user '{opts['user']}'.")
-            role = user_role(user, job.project)
-            if role is None or ROLE_RANK[role] < ROLE_RANK[Role.ENGINEER]:
-                raise CommandError(f"{user.username} is not an engineer of project {job.project.slug}.")
+        user = command_engineer(opts["user"], job.project)
         try:
             child = job_rollback(job=job, step=opts["step"], user=user, reason=opts["reason"],
                                  hp_overrides=opts["sets"], stop_parent=opts["stop_parent"])

@@ -1,0 +1,21 @@
+"""What management commands share: the user a command acts as, checked like a request would be."""
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import CommandError
+
+from webapp.core.access import user_role
+from webapp.core.models import ROLE_RANK, Project, Role
+
+
+def command_engineer(username: str, project: Project):
+    """The account named by --user, which must be an engineer (or more) of `project`; None without --user."""
+    if not username:
+        return None
+    user = get_user_model().objects.filter(username=username).first()
+    if user is None:
+        raise CommandError(f"There is no user '{username}'.")
+    role = user_role(user, project)
+    if role is None or ROLE_RANK[role] < ROLE_RANK[Role.ENGINEER]:
+        raise CommandError(f"{user.username} is not an engineer of project {project.slug}.")
+    return user
