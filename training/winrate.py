@@ -58,3 +58,98 @@ def summarize(outcomes: Iterable[float | None], z: float = 1.96) -> WinRateSumma
         return WinRateSummary(None, None, None, 0)
     lo, hi = wilson_interval(sum(vals), len(vals), z)
     return WinRateSummary(sum(vals) / len(vals), lo, hi, len(vals))
+
+
+# -- automatic judges: wins / ties / losses, swapped-order consistency, bootstrap interval -----------
+
+@dataclass(frozen=True)
+class Counts:
+    wins: int
+    ties: int
+    losses: int
+
+    @property
+    def n(self) -> int:
+        return self.wins + self.ties + self.losses
+
+
+def counts(outcomes: Iterable[float | None]) -> Counts:
+    """Wins, ties and losses of the non-missing outcomes (1, 0.5, 0), kept apart."""
+    vals = [o for o in outcomes if o is not None]
+    return Counts(sum(1 for o in vals if o == WIN), sum(1 for o in vals if o == TIE),
+                  sum(1 for o in vals if o == LOSS))
+
+
+def swap_consistent(first: float | None, second: float | None) -> tuple[float | None, bool | None]:
+    """One pair judged twice, positions swapped; both outcomes are from the policy's side.
+
+    Returns (outcome, consistent): the same verdict twice counts as that verdict; two different
+    verdicts (the judge followed the position, not the content) count as a tie and are inconsistent.
+    A missing verdict in either order leaves the pair unjudged: (None, None).
+    """
+    if first is None or second is None:
+        return None, None
+    if first == second:
+        return first, True
+    return TIE, False
+
+
+def bootstrap_interval(outcomes: Iterable[float | None], *, resamples: int = 1000, seed: int = 0,
+                       level: float = 0.95) -> tuple[float | None, float | None]:
+    """Percentile bootstrap interval of the mean outcome: `resamples` resamples with replacement,
+    seeded (the same outcomes and seed give the same interval). (None, None) without outcomes."""
+    import random
+
+    vals = [o for o in outcomes if o is not None]
+    if not vals:
+        return None, None
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level}")
+    rng, n = random.Random(seed), len(vals)
+    means = sorted(sum(rng.choices(vals, k=n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    lo = means[max(0, math.floor(tail * resamples))]
+    hi = means[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]
+    return lo, hi
+
+
+@dataclass(frozen=True)
+class JudgedSummary:
+    """A judge's result over pairs judged in both orders."""
+
+    counts: Counts
+    rate: float | None
+    lo: float | None
+    hi: float | None
+    judged: int  # pairs with a verdict in both orders
+    inconsistent: int  # of those, pairs whose two verdicts differ (counted as ties)
+    unjudged: int  # pairs missing a verdict in either order (an unparsable answer, a scorer error)
+    first_position: int  # inconsistent pairs where the judge chose whichever response was shown first
+
+    @property
+    def position_bias_share(self) -> float | None:
+        """Share of judged pairs whose verdict flipped with the positions."""
+        return self.inconsistent / self.judged if self.judged else None
+
+
+def summarize_swapped(pairs: Iterable[tuple[float | None, float | None]], *, resamples: int = 1000,
+                      seed: int = 0, level: float = 0.95) -> JudgedSummary:
+    """pairs: (outcome with the policy shown first, outcome with the policy shown second), policy's side."""
+    outcomes, inconsistent, unjudged, first_position = [], 0, 0, 0
+    for first, second in pairs:
+        out, consistent = swap_consistent(first, second)
+        if out is None:
+            unjudged += 1
+            continue
+        outcomes.append(out)
+        if not consistent:
+            inconsistent += 1
+            # policy shown first won the first order and lost the second: the first position won twice
+            if (first, second) == (WIN, LOSS):
+                first_position += 1
+    c = counts(outcomes)
+    lo, hi = bootstrap_interval(outcomes, resamples=resamples, seed=seed, level=level)
+    rate = win_rate(outcomes)
+    return JudgedSummary(c, rate, lo, hi, len(outcomes), inconsistent, unjudged, first_position)
