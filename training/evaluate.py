@@ -7,14 +7,13 @@ references with the job's reward (function, model or mix, user code only in the 
 FILE (JSON: win rate, Wilson 95% interval, count, per-source metrics, samples path). Samples go to
 `<FILE's folder>/samples/val/<N>.jsonl` in the format of training-time validation.
 
-It reuses the local backend's loading, generation and scoring (training.local.validation), so an
+It reuses the local backend's generation and scoring (training.generation, training.local.validation), so an
 on-demand number and a training-time number at the same step are the same measurement.
 Exit code 2: the request is wrong (the message says how); anything else is a crash.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -23,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from training import winrate
-from training.checkpoints import export_hf, step_of
+from training.checkpoints import step_of
+from training.generation import GenerationError, checkpoint_format, load_checkpoint_model
 from training.jobspec import JobSpec, JobSpecError, read_spec
 from training.local.config import HParams, JobError
 from training.reward_client import RewardConfigError, RewardScorer
@@ -60,43 +60,6 @@ def _abs(run_dir: Path, value: Any, what: str) -> Path:
     return p if p.is_absolute() else run_dir / p
 
 
-def checkpoint_format(ckpt: Path) -> str:
-    try:
-        fmt = json.loads((ckpt / "manifest.json").read_text()).get("format")
-        if fmt:
-            return str(fmt)
-    except (OSError, ValueError):
-        pass
-    if (ckpt / "model").is_dir():
-        return "local"
-    if (ckpt / "actor").is_dir():
-        return "verl"
-    raise EvaluationError(f"{ckpt} holds neither model/ (local backend) nor actor/ (VERL): not a checkpoint")
-
-
-def load_checkpoint_model(ckpt: Path, base_model: Path, device: str, dtype: str, workdir: Path):
-    """(model, tokenizer) of a checkpoint: a local HF folder or LoRA adapter, or a VERL checkpoint
-    merged to HF first (its LoRA adapter, which the merger leaves unfused, goes on top)."""
-    from training.models import load_model_and_tokenizer, load_tokenizer
-
-    fmt = checkpoint_format(ckpt)
-    if fmt == "verl":
-        folder = export_hf(ckpt, workdir / "hf", merge_lora=True)
-        adapter = folder / "lora_adapter"
-        model, tok = load_model_and_tokenizer(folder, device, dtype,
-                                              adapter_path=adapter if adapter.is_dir() else None)
-        return model.eval(), tok
-    model_dir = ckpt / "model"
-    if not (model_dir / "config.json").exists() and not (model_dir / "adapter_config.json").exists():
-        raise EvaluationError(f"{model_dir} is not an HF model folder or a LoRA adapter")
-    if (model_dir / "adapter_config.json").exists():
-        model, tok = load_model_and_tokenizer(base_model, device, dtype, adapter_path=model_dir)
-    else:
-        model, _ = load_model_and_tokenizer(model_dir, device, dtype)
-        tok = load_tokenizer(base_model)  # the run's tokenizer, as the trainer resumes
-    return model.eval(), tok
-
-
 def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, max_rows: int | None = None,
              device: str | None = None) -> dict[str, Any]:
     """Evaluate `checkpoint` of the run in `run_dir`; writes and returns the result dict."""
@@ -116,7 +79,10 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     if not val_path.is_file():
         raise EvaluationError(f"validation data {val_path} does not exist")
     base_model = _abs(run_dir, job.model.path, "model.path")
-    checkpoint_format(ckpt)  # refuse a folder that is no checkpoint before loading torch
+    try:
+        checkpoint_format(ckpt)  # refuse a folder that is no checkpoint before loading torch
+    except GenerationError as exc:
+        raise EvaluationError(str(exc)) from None
     hp = _hp(job.hp)
     # torch and transformers only now: a refused request answers fast
     from training.local.common import seed_everything, set_threads
@@ -137,7 +103,10 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     out.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="eval-", dir=out.parent))
     try:
-        model, tok = load_checkpoint_model(ckpt, base_model, dev, dtype, work)
+        try:
+            model, tok = load_checkpoint_model(ckpt, base_model, dev, dtype, work)
+        except GenerationError as exc:
+            raise EvaluationError(str(exc)) from None
         set_threads(model)
         rows = read_rows(val_path)[:limit] if limit else read_rows(val_path)
         prompts = check_prompt_lengths(rows, tok, hp.max_prompt_length, val_path.name)

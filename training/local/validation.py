@@ -5,23 +5,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 from training import winrate
-from training.local.common import rollout
+from training.generation_hf import TransformersGenerator
 from training.reward_client import RewardRequest, RewardScorer
 from training.rundir import RunDir, write_jsonl
 
 
 def greedy_responses(model, tok, prompts: list[str], max_new_tokens: int, chunk: int = 64,
                      autocast: Callable | None = None) -> list[str]:
-    out: list[str] = []
-    for i in range(0, len(prompts), chunk):
-        with autocast() if autocast else nullcontext():
-            out.extend(rollout(model, tok, prompts[i:i + chunk], 1, max_new_tokens, greedy=True).texts)
-    return out
+    """Greedy replies of a loaded model, through the one generation interface (training.generation)."""
+    gen = TransformersGenerator(model, tok, batch_size=chunk, autocast=autocast)
+    return [g[0].text for g in gen.generate(prompts, max_new_tokens=max_new_tokens, temperature=0.0)]
 
 
 def requests_for(rows: list[dict], prompts: list[str], responses: list[str]) -> list[RewardRequest]:
