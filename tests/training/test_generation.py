@@ -60,7 +60,7 @@ def test_a_seed_makes_sampling_repeatable_and_another_seed_differs(gen):
 def test_n_samples_per_prompt_and_they_vary(gen):
     out = gen.generate(PROMPTS, n=8, max_new_tokens=4, temperature=2.0, seed=3)
     assert len(out) == len(PROMPTS) and all(len(row) == 8 for row in out)
-    assert any(len(set(t for t in row)) > 1 for row in texts(out))  # sampling, not 8 copies
+    assert any(len(set(row)) > 1 for row in texts(out))  # sampling, not 8 copies
 
 
 def test_prompt_i_is_seeded_with_seed_plus_i_whatever_its_batch(models):
