@@ -5,12 +5,16 @@
     with RewardSandbox(source, name="compute_score", limits=SandboxLimits(), hidden_paths=[...]) as sb:
         results = sb.score_batch(items)   # a ScoreBatch: a sequence of ScoreResult; .scores is the floats
 
+    with SandboxPool(source, size=pool_size(reward_workers)) as pool:   # the same, over several sandboxes
+        results = pool.score_batch(items)
+
 Pure Python; never imports Django.
 """
 from __future__ import annotations
 
 from training.sandbox.check import Problem, check_source
 from training.sandbox.isolation import isolation_info
+from training.sandbox.pool import SandboxPool, pool_size
 from training.sandbox.runner import RewardSandbox
 from training.sandbox.types import RewardLoadError, SandboxError, SandboxLimits, ScoreBatch, ScoreResult
 
@@ -20,8 +24,10 @@ __all__ = [
     "RewardSandbox",
     "SandboxError",
     "SandboxLimits",
+    "SandboxPool",
     "ScoreBatch",
     "ScoreResult",
     "check_source",
     "isolation_info",
+    "pool_size",
 ]

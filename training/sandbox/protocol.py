@@ -39,23 +39,24 @@ _GETTERS = tuple((col, operator.itemgetter(key)) for col, key in _COLUMNS)
 class KeyCheck:
     """VERL builds its reward_extra_info columns from the first sample: all must return the same keys."""
 
-    def __init__(self) -> None:
+    def __init__(self, enabled: bool = True) -> None:
         self.ref_index: int | None = None
         self.ref_keys: frozenset[str] | None = None
+        self.enabled = enabled  # off: a pool checks the whole batch once its shards are back
 
     def check(self, res: ScoreResult, keys: frozenset[str] | None) -> ScoreResult:
-        if res.error is not None:
+        if res.error is not None or not self.enabled:
             return res
         if self.ref_index is None:
             self.ref_index, self.ref_keys = res.index, keys
             return res
         if keys == self.ref_keys:
             return res
-        return ScoreResult(res.index, None, res.extra, _keys_message(keys, self.ref_keys, self.ref_index), None,
+        return ScoreResult(res.index, None, res.extra, keys_message(keys, self.ref_keys, self.ref_index), None,
                            None, res.duration_ms)
 
 
-def _keys_message(keys: frozenset[str] | None, ref_keys: frozenset[str] | None, ref_index: int) -> str:
+def keys_message(keys: frozenset[str] | None, ref_keys: frozenset[str] | None, ref_index: int) -> str:
     def show(k: frozenset[str] | None) -> str:
         return "a number" if k is None else "a dict with keys " + repr(sorted({"score", *k}))
 

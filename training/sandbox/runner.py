@@ -111,15 +111,18 @@ class RewardSandbox:
         return self._child
 
     # ---- scoring -----------------------------------------------------------------------------------
-    def score_batch(self, items: Iterable[Mapping[str, Any]]) -> ScoreBatch:
+    def score_batch(self, items: Iterable[Mapping[str, Any]], *, check_keys: bool = True,
+                    deadline: float | None = None) -> ScoreBatch:
         """Score every item; one ScoreResult per item, in order (failures carry `error`).
 
         The ScoreBatch keeps the results as columns: `.scores` is the list of floats (None where a
-        sample failed) without building an object per sample."""
+        sample failed) without building an object per sample. `check_keys=False` leaves the "every
+        sample returns the same keys" check to the caller (a pool checks the whole batch at once);
+        `deadline` (time.monotonic()) ends the batch sooner than batch_time_limit_s would (a pool's shard)."""
         items = items if isinstance(items, list) else list(items)
         out = ScoreBatch()
         with self._lock:
-            for chunk in self._run(items):
+            for chunk in self._run(items, check_keys, deadline):
                 out.add(chunk)
         return out
 
@@ -134,13 +137,16 @@ class RewardSandbox:
                 for i in range(start, len(out)):
                     yield out[i]
 
-    def _run(self, items: list[Mapping[str, Any]]) -> Iterator[Chunk]:
+    def _run(self, items: list[Mapping[str, Any]], check_keys: bool = True,
+             deadline: float | None = None) -> Iterator[Chunk]:
         """Yield the batch's results in order, in chunks; restart the child after a crash or a hang."""
         n, nxt, restarts = len(items), 0, 0
         lim = self.limits
         batch_deadline = time.monotonic() + lim.batch_time_limit_s
+        if deadline is not None:
+            batch_deadline = min(batch_deadline, deadline)
         failed_at: dict[int, ScoreResult] = {}  # samples that crashed or hung a sandbox: not run again
-        keys = KeyCheck()
+        keys = KeyCheck(check_keys)
         one_by_one = self.exact_timing  # after a crash inside a group of calls: find the call that did it
         try:
             while nxt < n:

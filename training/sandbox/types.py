@@ -124,6 +124,27 @@ class ScoreBatch(Sequence[ScoreResult]):
         if special:
             self._special.update(special)
 
+    def extend(self, other: ScoreBatch) -> None:
+        """Append `other`'s results after these (its indexes shift by len(self)): a pool's shards, in order."""
+        base = len(self.scores)
+        self.scores.extend(other.scores)
+        self._runs.extend(other._runs)
+        for i, r in other._special.items():
+            self._special[base + i] = r if base == 0 else ScoreResult(
+                base + i, r.score, r._extra, r.error, r.traceback, r.lineno, r.duration_ms)
+
+    def replace(self, res: ScoreResult) -> None:
+        """Put `res` in place of the result at `res.index` (a failed one: its score becomes None)."""
+        self._special[res.index] = res
+        if res.error is not None:
+            self.scores[res.index] = None
+
+    def slowest(self, k: int = 5) -> list[tuple[int, float]]:
+        """The `k` slowest samples as (index, milliseconds), slowest first (ties: the lower index)."""
+        durations = self.durations_ms
+        order = sorted(range(len(durations)), key=lambda i: (-durations[i], i))[:max(0, k)]
+        return [(i, durations[i]) for i in order]
+
     @property
     def durations_ms(self) -> list[float]:
         """Milliseconds per sample (calls that ran as one group share its time)."""
@@ -132,6 +153,11 @@ class ScoreBatch(Sequence[ScoreResult]):
             out.extend([seconds * 1000.0 / calls] * calls)
         self._expanded = len(runs)
         return out
+
+    @property
+    def special(self) -> dict[int, ScoreResult]:
+        """The results kept whole (failures, dict returns), by index; read only."""
+        return self._special
 
     @property
     def errors(self) -> dict[int, str]:
