@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training import rollouts
 from training.checkpoints import STEP_DIR, dir_size, latest_step, read_manifest
 from training.rundir import RunDir, RunDirError, read_jsonl
 
@@ -247,13 +248,16 @@ def read_samples(run_dir: str | Path, kind: str = "val", step: int | None = None
 
     Rows are `{"input", "output", "gts", "score", "step", <reward extra keys>...}`; VERL
     writes NaN extras as bare NaN, which Python's json accepts. A torn last line is skipped.
+    Rollout rows come normalised (`training.rollouts.normalize`): every key of the rollout store is
+    there, derived from a VERL dump where it can be.
     """
     if step is None:
         steps = sample_steps(run_dir, kind)
         if not steps:
             return []
         step = steps[-1]
-    return read_jsonl(RunDir(run_dir).samples(kind, step))
+    rows = read_jsonl(RunDir(run_dir).samples(kind, step))
+    return rollouts.normalize(rows, step) if kind == rollouts.KIND else rows
 
 
 # -- metrics computed from rollout dumps -----------------------------------------------------
@@ -274,8 +278,13 @@ def rollout_groups(rows: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 def rollout_metrics(run_dir: str | Path, step: int) -> Metrics:
-    """Metrics the trainer does not log but its `samples/rollout/<step>.jsonl` dump gives ({} without one)."""
+    """Metrics the trainer does not log but its `samples/rollout/<step>.jsonl` dump gives ({} without one):
+    VERL's tied-group share and the per-component reward series (`training.rollouts.component_metrics`)."""
     from training.guard_rules import TIED_SHARE, tied_group_share
 
-    share = tied_group_share(rollout_groups(read_samples(run_dir, "rollout", step)))
-    return {} if share is None else {TIED_SHARE: share}
+    rows = read_samples(run_dir, "rollout", step)
+    share = tied_group_share(rollout_groups(rows))
+    out = rollouts.component_metrics(rows)
+    if share is not None:
+        out[TIED_SHARE] = share
+    return out

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training.reward_mix import RewardMixError, check_shaping, mix
+from training.reward_mix import RewardMixError, check_shaping, component_names, mix
 from training.sandbox import RewardLoadError, RewardSandbox, SandboxLimits
 
 
@@ -32,6 +32,10 @@ class RewardResult:
     raw: float  # weighted sum before shaping
     components: list[float | None]
     error: str | None = None
+    # per component, in the order of `RewardScorer.names`: its error on this item, and the other keys a
+    # reward returning a dict gave ({"score": ..., "format": 1.0} -> {"format": 1.0})
+    errors: list[str | None] = field(default_factory=list)
+    extras: list[dict] = field(default_factory=list)
 
 
 def join_prompt_response(prompt: str, response: str) -> str:
@@ -91,6 +95,7 @@ class RewardScorer:
         self.device = device
         self.specs = [self._check(i, c) for i, c in enumerate(reward["components"])]
         self.weights = [float(c.get("weight", 1.0)) for c in self.specs]
+        self.names = component_names(self.specs)  # as in metrics and rollout rows, on both backends
         self._runners: list[Any] = []
         self.backend = "none"
 
@@ -145,10 +150,12 @@ class RewardScorer:
             raise RuntimeError("RewardScorer.score called outside its `with` block")
         per_comp: list[list[float | None]] = []
         per_error: list[list[str | None]] = []
+        per_extra: list[list[dict]] = []
         for spec, runner in zip(self.specs, self._runners, strict=True):
             if spec["type"] == "model":
                 per_comp.append(runner.score(reqs))
                 per_error.append([None] * len(reqs))
+                per_extra.append([{}] * len(reqs))
                 continue
             items = [{"data_source": r.data_source, "solution_str": r.response, "ground_truth": r.ground_truth,
                       "extra_info": r.extra_info} for r in reqs]
@@ -157,13 +164,17 @@ class RewardScorer:
                 scores = [None if res.error or res.score is None else float(res.score) for res in results]
                 errs = [(res.error or "no score") if s is None else None for res, s in zip(results, scores,
                                                                                             strict=True)]
+                extras = [dict(res.extra or {}) if s is not None else {} for res, s in zip(results, scores,
+                                                                                           strict=True)]
             except Exception as exc:  # the whole batch failed (time limit, crash)
                 scores, errs = [None] * len(reqs), [f"{type(exc).__name__}: {exc}"] * len(reqs)
+                extras = [{}] * len(reqs)
             per_comp.append(scores)
             per_error.append(errs)
-        names = [spec.get("name") or "compute_score" for spec in self.specs]
+            per_extra.append(extras)
         out = []
         for j in range(len(reqs)):
-            m = mix([c[j] for c in per_comp], self.weights, self.shaping, [e[j] for e in per_error], names)
-            out.append(RewardResult(m.score, m.raw, m.components, m.error))
+            errors = [e[j] for e in per_error]
+            m = mix([c[j] for c in per_comp], self.weights, self.shaping, errors, self.names)
+            out.append(RewardResult(m.score, m.raw, m.components, m.error, errors, [x[j] for x in per_extra]))
         return out

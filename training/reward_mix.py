@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import PurePath
 
 SHAPINGS = ("binary", "normalized", "raw")
 SHAPING_LABELS = {
@@ -75,3 +76,22 @@ def mix(scores: Sequence[float | None], weights: Sequence[float], shaping: str,
     raw = float(sum(w * s for w, s in zip(weights, scores, strict=True) if usable(s)))
     reported = [f"{names[i]}: {e}" if i < len(names) else str(e) for i, e in enumerate(errors) if e]
     return Mixed(shape(raw, shaping), raw, list(scores), reported)
+
+
+def component_names(components: Sequence[dict]) -> list[str]:
+    """Each component's name in metrics, dumps and errors, the same on every backend: a function is named
+    by its file's stem (reward/exact_match_v3.py -> exact_match_v3), a model by its `name` (else
+    "reward_model"); a repeated name gets _2, _3, ..."""
+    taken: set[str] = set()
+    out = []
+    for i, comp in enumerate(components):
+        kind = comp.get("type")
+        base = comp.get("name") if kind == "model" else None
+        base = base or (PurePath(str(comp.get("path") or "")).stem if kind == "function" else "reward_model")
+        base = base or f"component{i}"
+        name, n = base, 2
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        out.append(name)
+    return out

@@ -44,7 +44,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("  global_step_N/manifest.json", '{"step", "time", "kind", "metrics", "format": "local"|"verl", "lora", '
                                       '"attempt"}'),
     ("samples/val/<step>.jsonl", 'validation samples: {"input", "output", "gts", "score", "step", "reference", ...}'),
-    ("samples/rollout/<step>.jsonl", "optional rollout dumps (same row format as VERL's rollout_data_dir)"),
+    ("samples/rollout/<step>.jsonl", "rollout store: each step's samples (training/rollouts.py), pruned by retention"),
     ("export/", "HF exports of checkpoints"),
 )
 

@@ -38,6 +38,7 @@ from training.backends.verl_overrides import (
     is_on_policy_distill,
 )
 from training.ingest import latest_checkpointed_step
+from training.reward_mix import component_names
 from training.rundir import RunDir
 from training.verl_cpu import PLAIN_CHAT_TEMPLATE, cpu_env, is_cpu_job, ray_temp_dir
 
@@ -55,25 +56,15 @@ compute_score_batch = compute_score.batch
 '''
 
 
-def _component_name(comp: dict[str, Any], index: int, taken: set[str]) -> str:
-    base = comp.get("name") if comp.get("type") == "model" else None
-    base = base or (Path(comp.get("path", "")).stem if comp.get("type") == "function" else "reward_model")
-    base = base or f"component{index}"
-    name, n = base, 2
-    while name in taken:
-        name, n = f"{base}_{n}", n + 1
-    taken.add(name)
-    return name
-
-
 def reward_config(spec: dict[str, Any], run_dir: Path, train_rows: list[dict], val_rows: list[dict]) -> dict:
     """The wrapper config read by `training.backends.verl_reward` inside VERL's reward workers."""
     reward = spec.get("reward") or {}
     engine = (spec.get("verl") or {}).get("rollout_engine", "vllm")
-    comps, taken = [], set()
+    comps = []
+    names = component_names(reward.get("components") or [])
     for i, comp in enumerate(reward.get("components") or []):
         kind = comp.get("type")
-        name = _component_name(comp, i, taken)
+        name = names[i]
         if kind == "function":
             src = (run_dir / comp["path"]).resolve() if comp.get("path") else None
             if src is None or not src.is_file():

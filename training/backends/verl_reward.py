@@ -13,7 +13,8 @@ manager then calls `compute_score(data_source=, solution_str=, ground_truth=, ex
   reward model's tokenizer arrive as kwargs when `reward.reward_model.enable=True`);
 - components are mixed by `training.reward_mix` (as in the local backend and test-runs), and
   every sample returns the same keys, because VERL builds the extra-info columns from the first
-  sample's keys.
+  sample's keys: "score", "acc", "reward_error", "r/<component>" (its own score, NaN where it failed),
+  "err/<component>" (1.0 where it failed) and the scalar extras of rewards that return a dict.
 """
 from __future__ import annotations
 
@@ -282,8 +283,11 @@ class RewardRunner:
         total, errors = self._mix(parts)
         out: dict[str, Any] = {"score": total, "acc": total, "reward_error": 1.0 if errors else 0.0}
         names = [f.name for f in self.functions] + [m.name for m in self.models]
-        if len(names) > 1:
-            out.update({f"r/{n}": p[0] for n, p in zip(names, parts, strict=False)})
+        # Every component's own score (NaN where it failed) and error flag: the rollout dump keeps them and
+        # ingest turns them into the run page's reward/<component>/mean and /error_share series.
+        for n, p in zip(names, parts, strict=False):
+            out[f"r/{n}"] = _NAN if p[2] else p[0]
+            out[f"err/{n}"] = 1.0 if p[2] else 0.0
         for fc, (_, extra, _) in zip(self.functions, parts, strict=False):
             for k in keys.get(fc.name, []):
                 v = extra.get(k, _NAN)

@@ -56,6 +56,9 @@ class HParams:
     device: str = _d("device")
     dtype: str = _d("dtype")
     keep_last_k: int | None = _d("keep_last_k")
+    rollout_keep_last: int | None = _d("rollout_keep_last")
+    rollout_keep_every: int | None = _d("rollout_keep_every")
+    rollout_max_mb: float | None = _d("rollout_max_mb")
     micro_batch_size: int | None = _d("micro_batch_size")  # sequences per forward pass; None = whole batch
     weight_decay: float = _d("weight_decay")
     warmup_steps: int = _d("warmup_steps")
@@ -83,12 +86,15 @@ class Job:
         return int(self.hp.lora.get("rank", 0) or 0)
 
 
+_BLANK_OK = ("max_steps", "keep_last_k", "micro_batch_size", "clip_ratio_high", "val_max_rows", "rollout_keep_last",
+             "rollout_keep_every", "rollout_max_mb")  # None is a value here ("keep all", "automatic")
+
+
 def _hparams(raw: dict[str, Any]) -> HParams:
     known = {f.name: f for f in fields(HParams)}
     values: dict[str, Any] = {}
     for key, val in raw.items():
-        if key not in known or val is None and key not in ("max_steps", "keep_last_k", "micro_batch_size",
-                                                           "clip_ratio_high", "val_max_rows"):
+        if key not in known or val is None and key not in _BLANK_OK:
             continue  # unknown keys belong to the other backend; None means "default"
         default = getattr(HParams(), key)
         try:

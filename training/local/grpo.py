@@ -15,10 +15,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from training import guard_rules
+from training import guard_rules, rollouts
 from training.local.common import Rollout, masked_mean, rollout, token_logprobs
 from training.local.config import Job
 from training.local.data import check_prompt_lengths, read_jsonl
+from training.local.grpo_rows import rollout_rows
 from training.local.loop import Runtime, make_optimizer, optimizer_step
 from training.local.validation import greedy_responses, needs_base_references, reference_texts, validate_generation
 from training.reward_client import RewardRequest, RewardScorer
@@ -151,10 +152,12 @@ class GRPOTrainer:
         self.model.train()
         sums: dict[str, float] = {}
         chunks = self._chunks(len(scores))
+        policy_logp = []
         for s in chunks:
             with self.rt.autocast():
                 logp, ent = token_logprobs(self.model, ro.input_ids[s], ro.attention_mask[s], rl, hp.temperature,
                                            with_entropy=True)
+            policy_logp.append(logp.detach().float())
             # One update per batch: the rollout policy is the current one, so old = current (ratio 1).
             loss, m = policy_loss(self.cfg, logp, logp.detach(), ref_logp[s], adv[s], mask[s], ent)
             loss.backward()
@@ -165,13 +168,18 @@ class GRPOTrainer:
         metrics = {**sums, **optimizer_step(self, hp), "actor/kl_coef": hp.kl_coef}
         times["timing_s/update_actor"] = time.perf_counter() - t
         lengths = mask.sum(-1)
+        stored = rollout_rows(step=step, prompts=prompts, rows=rows, ro=ro, results=results, names=self.scorer.names,
+                            advantages=adv, logratio=torch.cat(policy_logp) - ref_logp.float(), tok=self.tok,
+                            group_size=hp.group_size, max_response_length=hp.max_response_length)
+        rollouts.write_step(self.job.run_dir, step, stored)
+        rollouts.prune(self.job.run_dir, hp.rollout_keep_last, hp.rollout_keep_every, hp.rollout_max_mb)
         plen = ro.attention_mask[:, : ro.prompt_len].sum(-1).float()
         n_tokens = float(lengths.sum() + plen.sum())
         step_time = sum(times.values())
         metrics.update({
             "critic/score/mean": float(scores.mean()), "critic/score/max": float(scores.max()),
             "critic/score/min": float(scores.min()), "critic/score/std": float(scores.std()),
-            "critic/rewards/mean": float(scores.mean()),
+            rollouts.TOTAL_METRIC: float(scores.mean()),  # the advantages' input: the optimised total
             guard_rules.TIED_SHARE: tied_group_share(scores, hp.group_size),
             "critic/advantages/mean": masked_mean(adv, mask), "critic/advantages/max": float(adv[mask > 0].max()),
             "critic/advantages/min": float(adv[mask > 0].min()),
@@ -183,6 +191,7 @@ class GRPOTrainer:
             "perf/total_num_tokens": n_tokens, "perf/throughput": n_tokens / step_time if step_time else None,
             **times,
         })
+        metrics.update(rollouts.component_metrics(stored))
         return metrics
 
     def validate(self, step: int) -> dict[str, float]:

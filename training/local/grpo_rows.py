@@ -1,0 +1,43 @@
+"""One GRPO step's samples as rollout-store rows (`training.rollouts`): what was generated, how each
+reward component scored it, the advantage it got and, per token, how far the policy moved from the
+reference."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from training.local.common import Rollout
+
+
+def _r(value: float, digits: int = 4) -> float:
+    return round(float(value), digits)
+
+
+def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout, results: list, names: list[str],
+                 advantages: torch.Tensor, logratio: torch.Tensor, tok: Any, group_size: int,
+                 max_response_length: int) -> list[dict[str, Any]]:
+    """Rows for `samples/rollout/<step>.jsonl`: prompt i owns samples i*n .. i*n+n-1 (uid "<step>:<i>")."""
+    mask = ro.response_mask
+    resp_ids = ro.input_ids[:, ro.prompt_len:]
+    out = []
+    for j, (text, res) in enumerate(zip(ro.texts, results, strict=True)):
+        i = j // group_size
+        length = int(mask[j].sum())
+        ids = resp_ids[j, :length].tolist()
+        out.append({
+            "input": prompts[i], "output": text, "gts": rows[i].get("ground_truth"), "score": float(res.score),
+            "step": step, "data_source": str(rows[i].get("data_source") or "default"),
+            "uid": f"{step}:{i}", "sample_index": j % group_size,
+            "components": dict(zip(names, res.components, strict=True)),
+            "errors": {n: e for n, e in zip(names, res.errors, strict=True) if e},
+            "extras": {n: x for n, x in zip(names, res.extras, strict=True) if x},
+            # GRPO's outcome advantage is the same on every response token: take the first
+            "advantage": float(advantages[j, 0]) if length else 0.0,
+            # cut at the length limit before an end-of-sequence token
+            "response_length": length,
+            "truncated": length >= max_response_length and (not ids or ids[-1] != tok.eos_token_id),
+            "tokens": [tok.decode([t]) for t in ids],
+            "token_logratio": [_r(v) for v in logratio[j, :length].tolist()],
+        })
+    return out
