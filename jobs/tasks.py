@@ -48,6 +48,14 @@ def ingest_dataset(import_id: int) -> None:
         ensure_pair_states(version=version)
 
 
+@shared_task(name=queue.QUALITY_REPORT)
+def dataset_quality_report(report_id: int) -> None:
+    """Compute a dataset version's quality report (webapp.datasets.models.QualityReport); a redelivery does nothing."""
+    from webapp.datasets.quality_service import report_run
+
+    report_run(report_id=report_id)
+
+
 @shared_task(name=queue.EVALUATE_CHECKPOINT)
 def evaluate_checkpoint(evaluation_id: int) -> None:
     """Win-rate evaluation of a checkpoint; the evaluator runs in a subprocess (models, user reward code)."""

@@ -15,6 +15,7 @@ EVALUATE_CHECKPOINT = "jobs.tasks.evaluate_checkpoint"
 EXPORT_CHECKPOINT = "jobs.tasks.export_checkpoint"
 RUN_REWARD_TEST = "jobs.tasks.run_reward_test"
 DELIVER_NOTIFICATION = "jobs.tasks.deliver_notification"
+QUALITY_REPORT = "jobs.tasks.dataset_quality_report"
 
 
 def enqueue(task: str, *args: int, queue: str = "cpu", countdown: float | None = None) -> None:

@@ -62,6 +62,10 @@ class DatasetVersion(TimeStampedModel):
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    # A version derived from another (cleaning): the version it came from, and what was done —
+    # {"operation", "parent": {id, number}, "quality_report", "dropped": {category: count}, "kept", ...}.
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    lineage = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["dataset", "number"], name="unique_dataset_version")]
@@ -162,3 +166,45 @@ class DatasetImport(TimeStampedModel):
     @property
     def finished(self) -> bool:
         return self.status in (ImportStatus.SUCCEEDED, ImportStatus.FAILED)
+
+
+class ReportStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class QualityReport(TimeStampedModel):
+    """A version's quality report (webapp.datasets.quality_service), cached per version, algorithm and options.
+
+    A ready version never changes, so a report stays valid until the report's rules change (`algorithm`)
+    or someone asks to recompute it. `result` holds the sections the page, the API and the command show;
+    `drops` the full lists of row indices that cleaning may drop, per category.
+    """
+
+    version = models.ForeignKey(DatasetVersion, on_delete=models.CASCADE, related_name="quality_reports")
+    algorithm = models.PositiveIntegerField()
+    params_key = models.CharField(max_length=64)  # sha256 of the canonical options
+    params = models.JSONField(default=dict, blank=True)  # eval_versions (ids), ngram, near_dup_threshold
+    status = models.CharField(max_length=16, choices=ReportStatus.choices, default=ReportStatus.QUEUED)
+    phase = models.CharField(max_length=64, blank=True)
+    progress = models.FloatField(default=0.0)
+    result = models.JSONField(default=dict, blank=True)
+    drops = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    seconds = models.FloatField(default=0.0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["version", "algorithm", "params_key"],
+                                               name="unique_quality_report")]
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"quality report {self.pk} of {self.version}"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (ReportStatus.READY, ReportStatus.FAILED)

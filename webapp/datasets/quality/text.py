@@ -1,0 +1,24 @@
+"""Text normalisation shared by the checks: lowercase word tokens, shingles and n-gram hashes."""
+from __future__ import annotations
+
+import re
+
+_WORD = re.compile(r"\w+")
+_SPACE = re.compile(r"\s+")
+
+
+def words(text: str) -> list[str]:
+    """Lowercase word tokens; punctuation and whitespace separate them ("3+4=" -> ["3", "4"])."""
+    return _WORD.findall(text.lower())
+
+
+def shingles(tokens: list[str], n: int) -> set[str]:
+    """The distinct runs of `n` consecutive tokens; a text shorter than `n` tokens is one shingle."""
+    if len(tokens) <= n:
+        return {" ".join(tokens)}
+    return {" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+
+
+def squash_whitespace(text: str) -> str:
+    """The text with every run of whitespace removed: two texts equal under it differ only in whitespace."""
+    return _SPACE.sub("", text)
