@@ -116,7 +116,8 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
             base_responses = greedy_responses(base.eval(), tok, prompts, hp.max_response_length)
             del base
         references = reference_texts(rows, base_responses)
-        with RewardScorer(job.reward.to_dict(), run_dir, sandbox=job.sandbox, device=dev) as scorer:
+        with RewardScorer(job.reward.to_dict(), run_dir, sandbox=job.sandbox, device=dev,
+                          workers=hp.reward_workers) as scorer:
             metrics = validate_generation(model=model, tok=tok, rows=rows, prompts=prompts, scorer=scorer,
                                           references=references, step=step, max_new_tokens=hp.max_response_length,
                                           run_dir=out.parent, tie_tolerance=hp.tie_tolerance)

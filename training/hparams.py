@@ -246,6 +246,10 @@ SETTINGS: tuple[Setting, ...] = (
       choices=("auto", "cpu", "cuda"), verl=Verl(("trainer.device",), convert=_device)),
     S("dtype", "choice", "auto", "Precision", "Runtime", "auto: float32 on CPU, bfloat16 on GPUs.",
       choices=("auto", "float32", "bfloat16"), verl=Verl((f"{ROLLOUT}.dtype",), convert=_dtype)),
+    S("reward_workers", "int", None, "Reward scoring processes", "Runtime",
+      "Sandboxes that score a batch's rewards at once: the job's CPU budget for reward code. Blank = min(CPU "
+      "cores, 4). On VERL they are shared out over VERL's reward workers (at most 4, one sandbox each or more).",
+      optional=True, low=1, high=64, kinds=POLICY_KINDS, app=True),
     S("kl_guard.enabled", "bool", True, "KL guard on", "KL guard", kinds=("grpo",), app=True),
     S("kl_guard.threshold", "float", 0.1, "KL threshold", "KL guard", low=0, low_open=True, kinds=("grpo",),
       app=True),

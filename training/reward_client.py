@@ -1,7 +1,9 @@
 """Score responses with a job's `reward` block: function components in the sandbox, model
 components in-process, then the reward mix (`training.reward_mix`: weighted sum, shaping).
 
-User reward code only ever runs inside `training.sandbox.RewardSandbox`.
+User reward code only ever runs inside `training.sandbox` sandboxes: each function component gets a
+`SandboxPool` of `workers` sandboxes (the job's `hp.reward_workers`; None = min(CPUs, 4)) that score
+each batch's shards at once.
 """
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from training.reward_mix import RewardMixError, check_shaping, component_names, mix
-from training.sandbox import RewardLoadError, RewardSandbox, SandboxLimits
+from training.sandbox import RewardLoadError, SandboxLimits, SandboxPool, pool_size
 
 
 class RewardConfigError(ValueError):
@@ -83,7 +85,7 @@ class RewardScorer:
     """Scores batches of responses with the job's reward block; use it as a context manager."""
 
     def __init__(self, reward: dict, run_dir: str | Path, *, sandbox: dict | None = None,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", workers: int | None = None) -> None:
         if not isinstance(reward, dict) or not reward.get("components"):
             raise RewardConfigError("reward.components is empty: add at least one function or model component")
         try:
@@ -93,6 +95,11 @@ class RewardScorer:
         self.run_dir = Path(run_dir)
         self.sandbox_cfg = dict(sandbox or {})
         self.device = device
+        try:
+            self.workers = pool_size(workers)
+        except ValueError as exc:
+            raise RewardConfigError(f"hp.{exc}") from None
+        self.slowest: list[tuple[int, float]] = []  # the last batch's slowest samples (index, ms), slowest first
         self.specs = [self._check(i, c) for i, c in enumerate(reward["components"])]
         self.weights = [float(c.get("weight", 1.0)) for c in self.specs]
         self.names = component_names(self.specs)  # as in metrics and rollout rows, on both backends
@@ -122,8 +129,8 @@ class RewardScorer:
             if spec["type"] == "model":
                 self._runners.append(_ModelComponent(spec["resolved"], self.device))
                 continue
-            runner = RewardSandbox(spec["resolved"].read_text(), name=spec.get("name") or "compute_score",
-                                   limits=_limits(self.sandbox_cfg))
+            runner = SandboxPool(spec["resolved"].read_text(), name=spec.get("name") or "compute_score",
+                                 limits=_limits(self.sandbox_cfg), size=self.workers)
             self.backend = "sandbox"
             try:
                 self._runners.append(runner.__enter__())
@@ -151,6 +158,7 @@ class RewardScorer:
         per_comp: list[list[float | None]] = []
         per_error: list[list[str | None]] = []
         per_extra: list[list[dict]] = []
+        slowest: list[tuple[int, float]] = []
         for spec, runner in zip(self.specs, self._runners, strict=True):
             if spec["type"] == "model":
                 per_comp.append(runner.score(reqs))
@@ -161,6 +169,7 @@ class RewardScorer:
                       "extra_info": r.extra_info} for r in reqs]
             try:
                 results = runner.score_batch(items)
+                slowest += results.slowest(5)
                 scores = [None if res.error or res.score is None else float(res.score) for res in results]
                 errs = [(res.error or "no score") if s is None else None for res, s in zip(results, scores,
                                                                                             strict=True)]
@@ -172,6 +181,7 @@ class RewardScorer:
             per_comp.append(scores)
             per_error.append(errs)
             per_extra.append(extras)
+        self.slowest = sorted(slowest, key=lambda p: -p[1])[:5]
         out = []
         for j in range(len(reqs)):
             errors = [e[j] for e in per_error]

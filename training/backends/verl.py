@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from training import parquet
+from training import hparams, parquet
 from training.backends.base import (
     REPO_ROOT,
     BackendError,
@@ -36,6 +36,7 @@ from training.backends.verl_overrides import (
     build_overrides,
     decide_resume,
     is_on_policy_distill,
+    reward_loop_workers,
 )
 from training.ingest import latest_checkpointed_step
 from training.reward_mix import component_names
@@ -92,7 +93,9 @@ def reward_config(spec: dict[str, Any], run_dir: Path, train_rows: list[dict], v
                  "extra_info": rec["extra_info"]}
     return {"job_id": str(spec.get("job_id", "")), "shaping": reward.get("shaping", "raw"), "components": comps,
             "sandbox": spec.get("sandbox") or {}, "score_references": refs, "probe": probe,
-            "batch_window_s": 0.005, "max_batch": 256}
+            "batch_window_s": 0.005, "max_batch": 256,
+            # each of VERL's reward workers scores with a pool of its share of the job's sandboxes
+            "reward_workers": hparams.value_of(spec, "reward_workers"), "loop_workers": reward_loop_workers(spec)}
 
 
 def _check_sandbox_limits(limits: dict[str, Any]) -> None:

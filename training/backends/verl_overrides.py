@@ -189,6 +189,14 @@ def decide_resume(spec: dict[str, Any], run_dir: Path, attempt: int, own_latest_
     return Resume("auto" if attempt > 1 else "disable")
 
 
+def reward_loop_workers(spec: dict[str, Any]) -> int:
+    """VERL's reward-loop workers (reward.num_workers): 4, or fewer when the job's CPU budget for reward
+    code (hp.reward_workers) is smaller; each runs a pool of the budget's share of sandboxes."""
+    workers = int((spec.get("verl") or {}).get("reward_workers", 4))
+    budget = hparams.value_of(spec, "reward_workers")
+    return max(1, min(workers, int(budget))) if budget is not None else workers
+
+
 def _reward_overrides(spec: dict[str, Any], reward_module: Path | None, engine: str) -> list[tuple[str, Any]]:
     comps = (spec.get("reward") or {}).get("components") or []
     models = [c for c in comps if c.get("type") == "model"]
@@ -309,7 +317,7 @@ def build_overrides(
     if chat_template is not None:  # the model's tokenizer has none: render prompts as plain text
         ov.append(("actor_rollout_ref.model.custom_chat_template", chat_template))
     ov += _reward_overrides(spec, paths.reward_module, engine)
-    ov.append(("reward.num_workers", int((spec.get("verl") or {}).get("reward_workers", 4))))
+    ov.append(("reward.num_workers", reward_loop_workers(spec)))
     if distill:
         ov += _distill_overrides(spec, gpus)
     ov += [

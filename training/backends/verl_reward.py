@@ -5,10 +5,11 @@ reward-loop Ray worker; that stub calls `make_compute_score(config_path)`. The n
 manager then calls `compute_score(data_source=, solution_str=, ground_truth=, extra_info=,
 **kwargs)` once per sample from a thread pool. Here:
 
-- each process keeps one `RewardSandbox` per function component alive across calls, created
+- each process keeps one `SandboxPool` per function component alive across calls (its share of the
+  job's `hp.reward_workers` sandboxes: the budget over VERL's `reward.num_workers` processes), created
   lazily and re-created after a fork or a crash;
 - concurrent calls are gathered by a `MicroBatcher` into one `score_batch` call, so the
-  sandbox sees batches even though VERL calls per sample, and only one thread touches it;
+  pool sees batches even though VERL calls per sample (and splits each over its sandboxes);
 - a model component is scored over HTTP on VERL's reward-model router (the address and the
   reward model's tokenizer arrive as kwargs when `reward.reward_model.enable=True`);
 - components are mixed by `training.reward_mix` (as in the local backend and test-runs), and
@@ -123,16 +124,17 @@ def _make_limits(limits: dict[str, Any]):
 class FunctionComponent:
     """One user reward function, scored in a per-process sandbox kept alive across batches."""
 
-    def __init__(self, name: str, source: str, function: str, limits: dict[str, Any]):
+    def __init__(self, name: str, source: str, function: str, limits: dict[str, Any], workers: int = 1):
         self.name, self.source, self.function, self.limits = name, source, function, limits
+        self.workers = workers
         self._sb: Any = None
         self._pid = os.getpid()
 
     def _sandbox(self):
         if self._sb is None:
-            from training.sandbox import RewardSandbox
+            from training.sandbox import SandboxPool
 
-            sb = RewardSandbox(self.source, name=self.function, limits=_make_limits(self.limits))
+            sb = SandboxPool(self.source, name=self.function, limits=_make_limits(self.limits), size=self.workers)
             sb.__enter__()
             self._sb, self._pid = sb, os.getpid()
         return self._sb
@@ -214,7 +216,7 @@ class RewardRunner:
             if comp["type"] == "function":
                 with open(comp["source_path"], encoding="utf-8") as fh:
                     fc = FunctionComponent(comp["name"], fh.read(), comp.get("function", "compute_score"),
-                                           config.get("sandbox") or {})
+                                           config.get("sandbox") or {}, self.pool_size(config))
                 self.functions.append(fc)
                 self.batchers.append(MicroBatcher(fc.score_batch, float(config.get("batch_window_s", 0.005)),
                                                   int(config.get("max_batch", 256))))
@@ -224,6 +226,15 @@ class RewardRunner:
         self._extra_keys: dict[str, list[str]] | None = None
         self._lock = threading.Lock()
         self._warned = 0
+
+    @staticmethod
+    def pool_size(config: dict[str, Any]) -> int:
+        """Sandboxes per function component in this process: the job's budget over VERL's reward workers."""
+        from training.sandbox import pool_size
+
+        if "loop_workers" not in config:  # a wrapper config written before pools: one sandbox, as then
+            return 1
+        return pool_size(config.get("reward_workers"), share=int(config.get("loop_workers") or 1))
 
     # -- the fixed key set -------------------------------------------------------------
     def _learn_extra_keys(self) -> dict[str, list[str]]:

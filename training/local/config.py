@@ -63,6 +63,7 @@ class HParams:
     weight_decay: float = _d("weight_decay")
     warmup_steps: int = _d("warmup_steps")
     grad_clip: float = _d("grad_clip")
+    reward_workers: int | None = _d("reward_workers")  # sandboxes scoring at once; None = min(CPUs, 4)
     val_max_rows: int | None = None
     tie_tolerance: float = 1e-6
 
@@ -87,7 +88,7 @@ class Job:
 
 
 _BLANK_OK = ("max_steps", "keep_last_k", "micro_batch_size", "clip_ratio_high", "val_max_rows", "rollout_keep_last",
-             "rollout_keep_every", "rollout_max_mb")  # None is a value here ("keep all", "automatic")
+             "rollout_keep_every", "rollout_max_mb", "reward_workers")  # None is a value here ("keep all", "automatic")
 
 
 def _hparams(raw: dict[str, Any]) -> HParams:

@@ -192,6 +192,8 @@ class GRPOTrainer:
             **times,
         })
         metrics.update(rollouts.component_metrics(stored))
+        if self.scorer.slowest:  # the slowest reward call of the step: one outlier can stall a whole batch
+            metrics["perf/reward_slowest_sample_ms"] = self.scorer.slowest[0][1]
         return metrics
 
     def validate(self, step: int) -> dict[str, float]:

@@ -19,7 +19,7 @@ from training.reward_client import RewardConfigError, RewardScorer
 def _scorer(job: Job, device: str) -> RewardScorer | None:
     if not job.reward or not job.reward.get("components"):
         return None
-    return RewardScorer(job.reward, job.run_dir, sandbox=job.sandbox, device=device)
+    return RewardScorer(job.reward, job.run_dir, sandbox=job.sandbox, device=device, workers=job.hp.reward_workers)
 
 
 def run_job(run_dir: str | Path, metrics_path: str | Path | None = None) -> int:

@@ -18,14 +18,16 @@ from training.backends.verl_reward import MicroBatcher, make_compute_score
 
 
 class FakeSandbox:
-    """In-process stand-in for RewardSandbox that records how it is called (unit tests only)."""
+    """In-process stand-in for SandboxPool that records how it is called (unit tests only)."""
 
     batches: list[int] = []
+    sizes: list[int] = []
     active = 0
     max_active = 0
     lock = threading.Lock()
 
-    def __init__(self, source, name="compute_score", limits=None):
+    def __init__(self, source, name="compute_score", limits=None, size=1):
+        type(self).sizes.append(size)
         ns: dict = {}
         exec(compile(source, "<reward>", "exec"), ns)  # noqa: S102 - test double, trusted test source
         self.fn = ns[name]
@@ -61,8 +63,8 @@ class FakeSandbox:
 def fake_sandbox(monkeypatch):
     import training.sandbox
 
-    FakeSandbox.batches, FakeSandbox.active, FakeSandbox.max_active = [], 0, 0
-    monkeypatch.setattr(training.sandbox, "RewardSandbox", FakeSandbox)
+    FakeSandbox.batches, FakeSandbox.sizes, FakeSandbox.active, FakeSandbox.max_active = [], [], 0, 0
+    monkeypatch.setattr(training.sandbox, "SandboxPool", FakeSandbox)
     return FakeSandbox
 
 
@@ -130,6 +132,21 @@ def test_wrapper_batches_concurrent_calls_and_never_shares_the_sandbox(make_run,
     assert [o["score"] for o in out] == [float(s["solution_str"] == s["ground_truth"]) for s in samples]
     assert fake_sandbox.max_active == 1  # one thread at a time inside the sandbox
     assert len(fake_sandbox.batches) < len(samples) + 1  # +1: the key probe
+
+
+@pytest.mark.parametrize("budget,loop_workers,pool", [(None, 4, None), (16, 4, 4), (6, 4, 1), (2, 2, 1)])
+def test_the_jobs_reward_workers_are_shared_out_over_verls_reward_workers(make_run, fake_sandbox, budget,
+                                                                          loop_workers, pool):
+    from training.backends.verl_overrides import reward_loop_workers
+    from training.sandbox import pool_size
+
+    run_dir, cfg = _prepared(make_run, {"hp": {"reward_workers": budget}})
+    assert reward_loop_workers(json.loads((run_dir / "job.json").read_text())) == loop_workers  # reward.num_workers
+    assert (cfg["reward_workers"], cfg["loop_workers"]) == (budget, loop_workers)
+    fn = make_compute_score(str(run_dir / "verl" / "reward.json"))
+    assert fn(**_sample(3))["score"] == 1.0
+    expected = pool if pool is not None else pool_size(None, share=4)  # min(CPUs, 4) // 4, at least 1
+    assert fake_sandbox.sizes == [expected]  # one pool for the one function component, of this size
 
 
 def test_every_sample_returns_the_same_keys_even_after_a_user_error(make_run, fake_sandbox):
