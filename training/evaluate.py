@@ -126,10 +126,13 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     samples_path = RunDir(out.parent).samples("val", step)
     samples = read_jsonl(samples_path)
     summary = winrate.summarize(s.get("win") for s in samples)
+    acc, acc_n = winrate.accuracy(samples)
     scores = [s["score"] for s in samples if isinstance(s.get("score"), (int, float))]
     result = {
         "step": step, "checkpoint": str(ckpt), "win_rate": summary.rate, "lo": summary.lo, "hi": summary.hi,
-        "n": summary.n, "rows": len(rows), "mean_reward": sum(scores) / len(scores) if scores else None,
+        "n": summary.n, "wins": summary.wins, "ties": summary.ties, "losses": summary.losses,
+        "tie_rule": winrate.TIE_RULE, "accuracy": acc, "accuracy_n": acc_n,
+        "rows": len(rows), "mean_reward": sum(scores) / len(scores) if scores else None,
         "reference": "dataset" if base_responses is None else "base model",
         "errors": sum(1 for s in samples if s.get("error")), "metrics": metrics, "samples_path": str(samples_path),
     }
@@ -150,8 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     except (EvaluationError, JobError, RewardConfigError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
-    rate = "n/a" if result["win_rate"] is None else f"{result['win_rate']:.3f} [{result['lo']:.3f}, {result['hi']:.3f}]"
-    print(f"step {result['step']}: win rate {rate} on {result['n']} prompts ({result['reference']} references)")
+    rate = "n/a" if result["win_rate"] is None else (
+        f"{result['win_rate']:.3f} [{result['lo']:.3f}, {result['hi']:.3f}] (ties count ½)")
+    acc = "" if result["accuracy"] is None else f", accuracy {result['accuracy']:.3f}"
+    print(f"step {result['step']}: wins {result['wins']}, ties {result['ties']}, losses {result['losses']} of "
+          f"{result['n']} prompts ({result['reference']} references): win rate {rate}{acc}")
     return 0
 
 

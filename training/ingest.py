@@ -288,3 +288,17 @@ def rollout_metrics(run_dir: str | Path, step: int) -> Metrics:
     if share is not None:
         out[TIED_SHARE] = share
     return out
+
+
+def validation_metrics(run_dir: str | Path, step: int) -> Metrics:
+    """Win rate (ties ½) with wins / ties / losses and accuracy from `samples/val/<step>.jsonl` ({} without one).
+
+    VERL logs only the mean of the reward's `win` key; the local backend logs these itself (same rule)."""
+    from training.winrate import validation_metrics as from_rows
+
+    return dict(from_rows(read_samples(run_dir, "val", step)))
+
+
+def derived_metrics(run_dir: str | Path, step: int) -> Metrics:
+    """Everything the step's sample dumps give that a trainer may not log (rollout and validation)."""
+    return {**rollout_metrics(run_dir, step), **validation_metrics(run_dir, step)}

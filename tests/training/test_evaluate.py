@@ -54,6 +54,8 @@ def test_the_base_model_against_itself_ties_everywhere(tmp_path, models):
     assert res["lo"] < 0.5 < res["hi"]
     samples = [json.loads(x) for x in Path(res["samples_path"]).read_text().splitlines()]
     assert len(samples) == 36 and all(s["win"] == 0.5 for s in samples)
+    assert (res["wins"], res["ties"], res["losses"]) == (0, 36, 0)  # the ½ is all ties, said as such
+    assert "half a win" in res["tie_rule"]
     assert json.loads((tmp_path / "out" / "result.json").read_text())["n"] == 36
 
 
@@ -70,6 +72,9 @@ def test_against_correct_references_the_base_model_loses(tmp_path, models):
     res = evaluate(run, _checkpoint(run, models["base"], 3), tmp_path / "o" / "r.json")
     assert res["reference"] == "dataset"
     assert res["win_rate"] < 0.35 and res["hi"] < 0.5  # a correct reference is never beaten, only tied
+    assert res["wins"] == 0 and res["ties"] + res["losses"] == res["n"] == 36
+    # against the truth a tie is a correct answer: the accuracy is the share of ties, not the "win rate"
+    assert res["accuracy_n"] == 36 and res["accuracy"] == pytest.approx(res["ties"] / 36)
 
 
 def test_max_rows_limits_the_count(tmp_path, models):

@@ -238,3 +238,22 @@ def test_rollout_groups_prefer_a_uid_and_skip_unusable_scores(tmp_path):
     path.write_text('{"input": "a", "score": 1.0}\n{"input": "a", "score": "bad"}\n{"input": "b", "score": 1.0}\n'
                     '{"input": "b", "score": 0.0}\n{"input": "c", "sco')  # a torn last line, as mid-write
     assert rollout_metrics(tmp_path, 1) == {"critic/zero_variance_group_share": 0.0}  # "a" has one usable score
+
+
+def test_validation_wins_ties_losses_and_accuracy_from_verls_val_dump(tmp_path):
+    """VERL logs only the mean of the reward's `win`; the counts and the accuracy come from its val dump."""
+    from training.ingest import derived_metrics, validation_metrics
+
+    write_generations = _verl_write_generations()
+    val = tmp_path / "samples" / "val"
+    # 1 of 4 answers right, the reference wrong on all: one win and three "both wrong" ties
+    scores = [1.0, 0.0, 0.0, 0.0]
+    write_generations(["1+1=", "1+2=", "1+3=", "1+4="], ["2", "9", "9", "9"], ["2", "3", "4", "5"], scores,
+                      {"acc": scores, "win": [1.0, 0.5, 0.5, 0.5], "reference_score": [0.0] * 4}, str(val), 10)
+    m = validation_metrics(tmp_path, 10)
+    assert m["val-core/default/win_rate"] == pytest.approx(0.625)
+    assert (m["val-core/default/win_rate_wins"], m["val-core/default/win_rate_ties"],
+            m["val-core/default/win_rate_losses"]) == (1, 3, 0)
+    assert m["val-core/default/accuracy"] == 0.25 and m["val-core/default/win_rate_n"] == 4
+    assert validation_metrics(tmp_path, 11) == {}  # no dump at that step
+    assert derived_metrics(tmp_path, 10) == m  # no rollout dump: only the validation part

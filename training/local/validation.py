@@ -1,5 +1,6 @@
 """Generation validation: greedy policy responses scored by the job's RewardScorer, per-source
-mean reward and win rate against a reference (the row's `reference`, else the base model's reply).
+mean reward, win rate against a reference (the row's `reference`, else the base model's reply) with
+its wins / ties / losses, and accuracy against the ground truth (`training.winrate.validation_metrics`).
 """
 from __future__ import annotations
 
@@ -54,14 +55,13 @@ def validate_generation(*, model, tok, rows: list[dict], prompts: list[str], sco
         scored = scorer.score(requests_for([rows[i] for i in ref_idx], [prompts[i] for i in ref_idx],
                                            [references[i] for i in ref_idx]))  # type: ignore[misc]
         ref_results = dict(zip(ref_idx, scored, strict=True))
-    by_source: dict[str, dict[str, list]] = defaultdict(lambda: {"score": [], "ref": [], "win": []})
+    by_source: dict[str, dict[str, list]] = defaultdict(lambda: {"score": [], "ref": []})
     samples = []
     for i, (row, res) in enumerate(zip(rows, results, strict=True)):
         ds = str(row.get("data_source") or "default")
         ref_res = ref_results.get(i)
         win = winrate.outcome(res.score, ref_res.score if ref_res else None, tie_tolerance)
         by_source[ds]["score"].append(res.score)
-        by_source[ds]["win"].append(win)
         if ref_res is not None:
             by_source[ds]["ref"].append(ref_res.score)
         samples.append({"input": prompts[i], "output": responses[i], "gts": row.get("ground_truth"),
@@ -73,12 +73,9 @@ def validate_generation(*, model, tok, rows: list[dict], prompts: list[str], sco
         metrics[f"val-core/{ds}/reward/mean@1"] = sum(vals["score"]) / len(vals["score"])
         if vals["ref"]:
             metrics[f"val-aux/{ds}/reference_reward/mean@1"] = sum(vals["ref"]) / len(vals["ref"])
-        summary = winrate.summarize(vals["win"])
-        if summary.n:
-            metrics[f"val-core/{ds}/win_rate"] = summary.rate  # type: ignore[assignment]
-            metrics[f"val-core/{ds}/win_rate_lo"] = summary.lo  # type: ignore[assignment]
-            metrics[f"val-core/{ds}/win_rate_hi"] = summary.hi  # type: ignore[assignment]
-        metrics[f"val-core/{ds}/win_rate_n"] = summary.n
+        metrics[winrate.metric_names(ds)["n"]] = 0  # replaced below when any pair was judged
+    # win rate (ties ½) with its interval, wins / ties / losses and accuracy: the same rule as VERL's at ingest
+    metrics.update(winrate.validation_metrics(samples))
     write_jsonl(RunDir(run_dir).samples("val", step), samples)
     return metrics
 

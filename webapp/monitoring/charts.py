@@ -3,7 +3,9 @@
 A chart is `{"id", "title", "series": [{"name", "label", "band": [lo, hi] | None, "count": name | None}],
 "threshold": {"value", "label"} | None, "unit": "" | "rate"}`. `band` names two series drawn as a
 shaded range under the main line (reward min/max, the win rate's 95% interval); `count` names a
-series shown in the hover (how many prompts a win rate was measured on).
+series shown in the hover (how many prompts a win rate was measured on); `parts` ({"wins", "ties",
+"losses"}) names the count series of a win rate, shown in its hover and drawn as shares. A chart may
+carry a `note` (shown under it) and `wide` (when its latest interval is too wide to read).
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from training import winrate
 from training.guard_rules import RuleConfigError, parse_rules
 
 KL_METRIC = "actor/kl_loss"
@@ -59,10 +62,28 @@ def win_rate_sources(names: Iterable[str]) -> list[str]:
 
 
 def win_rate_chart(names: Iterable[str]) -> dict:
+    """Per data source: the win rate (ties ½) with its 95% band, wins / ties / losses in the hover and as
+    shares, and the accuracy against the ground truth where the source has one. The chart states the tie
+    rule, and monitor.js adds "too few samples" in words when the latest interval is wide."""
+    names = set(names)
     sources = win_rate_sources(names) or ["default"]
-    items = [series(f"val-core/{s}/win_rate", s, band=(f"val-core/{s}/win_rate_lo", f"val-core/{s}/win_rate_hi"),
-                    count=f"val-core/{s}/win_rate_n") for s in sources]
-    return chart("win_rate", "Validation win rate vs reference (95% interval)", items, unit="rate")
+    items = []
+    for s in sources:
+        n = winrate.metric_names(s)
+        item = series(n["rate"], f"win rate {s}" if len(sources) > 1 else "win rate", band=(n["lo"], n["hi"]),
+                      count=n["n"])
+        item["parts"] = {"wins": n["wins"], "ties": n["ties"], "losses": n["losses"]}
+        items.append(item)
+    for s in sources:
+        n = winrate.metric_names(s)
+        if n["accuracy"] in names:
+            label = f"accuracy {s}" if len(sources) > 1 else "accuracy"
+            items.append(series(n["accuracy"], label, count=n["accuracy_n"]))
+    out = chart("win_rate", "Validation win rate vs reference (95% interval)", items, unit="rate")
+    out["note"] = (f"Tie rule: {winrate.TIE_RULE}. Wins, ties and losses are drawn separately (dotted: their "
+                   "shares); accuracy = share of answers scoring correct against the ground truth.")
+    out["wide"] = {"n": winrate.WIDE_N, "half_width": winrate.WIDE_HALF_WIDTH}
+    return out
 
 
 def _grpo(names: set[str], config: dict) -> list[dict]:

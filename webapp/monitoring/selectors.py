@@ -282,8 +282,9 @@ def lineage_size(node: LineageNode) -> int:
 # -- human evaluation and on-demand evaluations ---------------------------------------------------
 
 def human_eval_summary(task) -> dict[str, Any]:
-    """Human win rate (per item, reviewers averaged) with its Wilson interval, the automatic verdict
-    on the same items, and the items where the two disagree (reward-hacking suspects first)."""
+    """Human win rate (per item, reviewers averaged; ties ½) with its Wilson interval and wins / ties /
+    losses (an item counts on the side of ½ its average falls), the automatic verdict on the same items,
+    and the items where the two disagree (reward-hacking suspects first)."""
     from training.winrate import summarize
 
     items = list(task.items.prefetch_related("verdicts__reviewer"))
@@ -305,9 +306,12 @@ def human_eval_summary(task) -> dict[str, Any]:
                               "gap": item.auto_outcome - h, "verdicts": verdicts})
     disagreements.sort(key=lambda d: (-d["gap"], d["item"].index))
     reviewers = {v.reviewer_id for _i, _h, vs in judged for v in vs}
+    from webapp.monitoring.winrates import from_summary
+
     return {"total": len(items), "judged": len(judged), "verdicts": sum(len(v) for _i, _h, v in judged),
             "reviewers": len(reviewers), "human": human, "auto_same": auto_same, "auto_all": auto_all,
-            "disagreements": disagreements}
+            "human_view": from_summary(human), "auto_same_view": from_summary(auto_same),
+            "auto_all_view": from_summary(auto_all), "disagreements": disagreements}
 
 
 def next_item_for(task, user):
@@ -320,7 +324,8 @@ def win_rate_marks(job: Job) -> dict[str, list[dict[str, Any]]]:
     from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus, HumanEvalTask
 
     evals = [{"step": e.checkpoint.step, "rate": e.win_rate, "lo": e.win_rate_lo, "hi": e.win_rate_hi, "n": e.n,
-              "id": e.pk}
+              "id": e.pk, "wins": (e.result or {}).get("wins"), "ties": (e.result or {}).get("ties"),
+              "losses": (e.result or {}).get("losses")}
              for e in CheckpointEvaluation.objects.filter(checkpoint__job=job, status=EvaluationStatus.SUCCEEDED)
              .exclude(win_rate=None).select_related("checkpoint").order_by("checkpoint__step", "-created_at")]
     humans = []
@@ -328,5 +333,6 @@ def win_rate_marks(job: Job) -> dict[str, list[dict[str, Any]]]:
         s = human_eval_summary(task)
         if s["human"].n:
             humans.append({"step": task.checkpoint.step, "rate": s["human"].rate, "lo": s["human"].lo,
-                           "hi": s["human"].hi, "n": s["human"].n, "id": task.pk})
+                           "hi": s["human"].hi, "n": s["human"].n, "id": task.pk, "wins": s["human"].wins,
+                           "ties": s["human"].ties, "losses": s["human"].losses})
     return {"evaluations": evals, "human": humans}

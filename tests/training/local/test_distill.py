@@ -51,3 +51,6 @@ def test_distillation_moves_the_student_towards_the_teacher(make_run, read_metri
     tail = sum(m[s]["distill/kd_loss"] for s in range(steps - 9, steps + 1)) / 10
     assert tail < head
     assert m[steps]["val-core/demo/arith/win_rate_n"] > 0  # generation win rate against `chosen`
+    parts = [m[steps][f"val-core/demo/arith/win_rate_{k}"] for k in ("wins", "ties", "losses")]
+    assert sum(parts) == m[steps]["val-core/demo/arith/win_rate_n"]  # logged beside the rate, adding up
+    assert 0 <= m[steps]["val-core/demo/arith/accuracy"] <= 1

@@ -52,7 +52,8 @@ def test_evaluation_runs_the_evaluator_in_a_subprocess_and_stores_the_result(lau
     # the checkpoint is the base model itself and the val rows have no reference: every pair ties
     assert ev.n == 6 and ev.win_rate == pytest.approx(0.5) and ev.win_rate_lo < 0.5 < ev.win_rate_hi
     assert Path(ev.samples_path).is_file() and ev.result["reference"] == "base model"
-    assert RunEvent.objects.filter(job=job, kind="evaluation", step=5).exists()
+    event = RunEvent.objects.get(job=job, kind="evaluation", step=5)
+    assert "wins 0 · ties 6 · losses 0 of 6" in event.message and "ties count ½" in event.message
     assert evaluation_run(evaluation_id=ev.pk).status == EvaluationStatus.SUCCEEDED  # a redelivery does nothing
 
 

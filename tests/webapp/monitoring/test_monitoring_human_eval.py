@@ -59,6 +59,22 @@ def test_verdicts_give_a_human_win_rate_and_the_disagreements(task, reviewer, re
     assert s["disagreements"][0]["gap"] == 1.0 and s["disagreements"][-1]["item"].index == 1
     marks = selectors.win_rate_marks(task.checkpoint.job)
     assert marks["human"][0]["step"] == 10 and marks["human"][0]["n"] == 8
+    # wins / ties / losses beside the rate: item 2's reviewers average ¼, on the losing side of ½
+    assert (s["human"].wins, s["human"].ties, s["human"].losses) == (1, 0, 7)
+    assert (marks["human"][0]["wins"], marks["human"][0]["losses"]) == (1, 7)
+    assert (s["auto_same"].wins, s["auto_same"].ties, s["auto_same"].losses) == (4, 0, 4)
+
+
+def test_the_pages_show_won_tied_lost_the_tie_rule_and_a_wide_interval_in_words(task, reviewer, viewer, as_user):
+    for it in task.items.all():
+        human_eval_judge(item=it, reviewer=reviewer, choice="tie" if it.index < 2 else it.policy_side)
+    slug = task.project.slug
+    detail = as_user(viewer).get(f"/p/{slug}/monitor/human-evals/{task.pk}/").content.decode()
+    assert "6 won</span> · <span class=\"mon-t\">2 tied</span> · <span class=\"mon-l\">0 lost" in detail
+    assert "Tie rule: a tie counts as half a win" in detail
+    assert "Too few samples to trust this rate: only 8 judged pairs" in detail
+    listing = as_user(viewer).get(f"/p/{slug}/monitor/human-evals/").content.decode()
+    assert "6 won" in listing and "ties count ½" in listing
 
 
 def test_a_reviewer_can_change_their_verdict_but_not_on_a_closed_task(task, reviewer, engineer):

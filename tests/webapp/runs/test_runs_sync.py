@@ -70,6 +70,23 @@ def test_a_rollout_dump_adds_the_tied_group_share_to_its_step(running_job):
     log_steps(job, [1, 2])
     sync_job(job)
     assert points(job, "critic/zero_variance_group_share") == {2: 0.5}  # step 1 has no dump
+
+
+def test_a_validation_dump_adds_wins_ties_losses_and_accuracy_to_its_step(running_job):
+    job = running_job
+    beat(job)
+    val = Path(job.run_dir) / "samples" / "val"
+    val.mkdir(parents=True)
+    rows = [(1.0, 1.0), (0.5, 0.0), (0.5, 0.0), (0.0, 0.0)]  # (win, score): a win, two ties, a loss
+    (val / "2.jsonl").write_text("".join(json.dumps({"input": "p", "output": "o", "gts": "1", "score": s,
+                                                     "step": 2, "win": w}) + "\n" for w, s in rows))
+    log_steps(job, [1, 2])
+    sync_job(job)
+    assert points(job, "val-core/default/win_rate_wins") == {2: 1}
+    assert points(job, "val-core/default/win_rate_ties") == {2: 2}
+    assert points(job, "val-core/default/win_rate_losses") == {2: 1}
+    assert points(job, "val-core/default/accuracy") == {2: 0.25}
+    assert points(job, "val-core/default/win_rate") == {2: 0.5}
     assert points(job) == {1: 0.1, 2: 0.2}
 
 

@@ -17,6 +17,7 @@ from django.utils import timezone
 from webapp.core.audit import audit
 from webapp.core.queue import EVALUATE_CHECKPOINT, enqueue
 from webapp.core.services import ApplicationError
+from webapp.monitoring import winrates
 from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus
 from webapp.monitoring.services.work import claim
 from webapp.notifications.services import notify
@@ -99,13 +100,13 @@ def evaluation_run(*, evaluation_id: int) -> CheckpointEvaluation:
     evaluation.samples_path = str(result.get("samples_path") or "")
     evaluation.result = result
     evaluation.save()
-    text = "no comparable responses" if evaluation.win_rate is None else (
-        f"win rate {evaluation.win_rate:.3f} [{evaluation.win_rate_lo:.3f}, {evaluation.win_rate_hi:.3f}] "
-        f"on {evaluation.n} prompts")
+    text = winrates.text(winrates.from_evaluation(evaluation))
     RunEvent.objects.create(job=job, kind="evaluation", step=ckpt.step,
                             message=f"Evaluated step {ckpt.step}: {text}",
                             data={"evaluation": evaluation.pk, "win_rate": evaluation.win_rate,
-                                  "lo": evaluation.win_rate_lo, "hi": evaluation.win_rate_hi, "n": evaluation.n})
+                                  "lo": evaluation.win_rate_lo, "hi": evaluation.win_rate_hi, "n": evaluation.n,
+                                  "wins": result.get("wins"), "ties": result.get("ties"),
+                                  "losses": result.get("losses")})
     notify(job.project, "evaluation.finished", job=job, message=f"Evaluated step {ckpt.step}: {text}",
            data={"evaluation": evaluation.pk, "step": ckpt.step, "win_rate": evaluation.win_rate, "n": evaluation.n})
     return evaluation

@@ -7,7 +7,7 @@ from __future__ import annotations
 from django import template
 
 from webapp.core.access import ProjectAccess, user_role
-from webapp.monitoring import charts, selectors
+from webapp.monitoring import charts, selectors, winrates
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
 from webapp.monitoring.services.checkpoints import checkpoint_is_lora, protected_steps
 from webapp.monitoring.services.guard import guard_status
@@ -20,8 +20,9 @@ TABLE_METRICS = [("critic/score/mean", "reward"), ("actor/kl_loss", "KL")]
 HISTORY_LIMIT = 200
 
 
-def _win_rate_keys(names: list[str]) -> list[tuple[str, str]]:
-    return [(f"val-core/{s}/win_rate", f"win rate {s}" if s != "default" else "win rate")
+def _win_rate_columns(names: list[str]) -> list[tuple[str, str]]:
+    """(data source, column title) of the validation win rates the table shows (two at most)."""
+    return [(s, f"Validation win rate {s}" if s != "default" else "Validation win rate")
             for s in charts.win_rate_sources(names)][:2]
 
 
@@ -33,10 +34,15 @@ def monitor_panel(context, job) -> dict:
     role = user_role(request.user, job.project) if request is not None else None
     access = ProjectAccess(project=job.project, role=role) if role else None
     names = selectors.metric_names(job)
-    table_metrics = TABLE_METRICS + _win_rate_keys(names)
-    rows = selectors.checkpoint_rows(job, [k for k, _ in table_metrics])
+    table_metrics = TABLE_METRICS
+    win_columns = _win_rate_columns(names)
+    keys = [k for k, _ in table_metrics] + [k for s, _ in win_columns for k in winrates.metric_keys(s)]
+    rows = selectors.checkpoint_rows(job, keys)
     for row in rows:
         row["metric_values"] = [row["metrics"].get(k) for k, _ in table_metrics]
+        row["win_cells"] = [winrates.from_metrics(row["metrics"], s) for s, _ in win_columns]
+        ev = row["evaluation"]
+        row["evaluation_view"] = winrates.from_evaluation(ev) if ev is not None else None
         row["lora"] = row["available"] and checkpoint_is_lora(row["checkpoint"])
     protected = protected_steps(job)
     history = selectors.events(job)[-HISTORY_LIMIT:][::-1]
@@ -54,7 +60,8 @@ def monitor_panel(context, job) -> dict:
     }
     return {
         "access": access, "can_engineer": bool(access and access.can_engineer), "config": config,
-        "checkpoints": rows, "table_metrics": [label for _, label in table_metrics], "protected": protected,
+        "checkpoints": rows, "table_metrics": [label for _, label in table_metrics],
+        "win_columns": [title for _, title in win_columns], "protected": protected,
         "lineage": selectors.lineage(job), "history": history, "guard": guard_status(job),
         "rules": rules_status(job), "stall": stall_status(job),
         "sample_steps": sample_steps(job.run_dir, "val") if job.run_dir else [],

@@ -81,8 +81,9 @@ def _tail_state(tail) -> dict:
 def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
     """Upsert the lines added to this attempt's metrics.jsonl since the last call; return the new points.
 
-    Each step read also gets the metrics its rollout dump gives (VERL's tied-group share)."""
-    from training.ingest import rollout_metrics
+    Each step read also gets the metrics its sample dumps give (VERL's tied-group share; validation wins /
+    ties / losses and accuracy)."""
+    from training.ingest import derived_metrics
 
     tail = _tail_for(attempt_dir(job, attempt.number).metrics, attempt.ingest or {})
     records = tail.read_new()
@@ -94,7 +95,7 @@ def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
         return []
     values: dict[tuple[str, int], float | None] = {}
     # With its step's metrics line, not on its own: the health rules judge each step once, on everything logged.
-    derived = [(step, rollout_metrics(job.run_dir, step)) for step in sorted({s for s, _ in records})]
+    derived = [(step, derived_metrics(job.run_dir, step)) for step in sorted({s for s, _ in records})]
     for step, data in derived + records:  # a value the trainer logged wins
         for name, value in data.items():
             values[(name[:128], step)] = value  # a later line for the same step wins

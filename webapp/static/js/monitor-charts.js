@@ -101,8 +101,66 @@
     return null;
   }
 
+  // -- win rates: wins / ties / losses beside the rate, and "too few samples" in words ------------------
+  // {step: value} of a series, to line counts up with the rate's steps.
+  function byStep(series) {
+    const m = new Map();
+    series.step.forEach((st, j) => m.set(st, series.value[j]));
+    return m;
+  }
+  // Hover text per point of a win-rate series: "W 1 · T 3 · L 0 of 4".
+  function partsText(rate, get, s) {
+    const w = byStep(get(s.parts.wins)), t = byStep(get(s.parts.ties)), l = byStep(get(s.parts.losses));
+    const n = s.count ? byStep(get(s.count)) : new Map();
+    return rate.step.map((st) => (w.has(st) ? `W ${w.get(st)} · T ${t.get(st)} · L ${l.get(st)} of ${n.get(st)}`
+      : (n.has(st) ? `n=${n.get(st)}` : 'n=?')));
+  }
+  // Dotted lines of the share of wins and of ties (of the judged pairs) under each win rate.
+  function shareTraces(chart, get, xmode, t0) {
+    const traces = [];
+    chart.series.forEach((s, i) => {
+      if (!s.parts || !s.count) return;
+      const n = byStep(get(s.count));
+      [['wins', 'dot'], ['ties', 'dashdot']].forEach(([part, dash]) => {
+        const d = get(s.parts[part]);
+        if (!d.step.length) return;
+        const y = d.step.map((st, j) => (n.get(st) ? d.value[j] / n.get(st) : null));
+        traces.push({type: 'scatter', mode: d.step.length < 3 ? 'lines+markers' : 'lines', x: xOf(d, xmode, t0), y,
+                     name: `${part} (share of ${s.label})`, line: {color: COLORS[i % COLORS.length], width: 1, dash},
+                     hovertemplate: `%{y:.0%}<extra>${part}</extra>`});
+      });
+    });
+    return traces;
+  }
+  // The sentence under a win-rate chart when its latest interval is too wide (the rule of training/winrate.py).
+  function precisionNote(n, lo, hi, wide) {
+    if (!n) return 'No judged pairs yet.';
+    const wideNow = n < wide.n || (lo !== undefined && hi !== undefined && (hi - lo) / 2 > wide.half_width);
+    if (!wideNow) return '';
+    const pct = (v) => `${Math.round(v * 100)}%`;
+    const few = n < wide.n ? `only ${n} judged pair${n === 1 ? '' : 's'}` : `${n} judged pairs`;
+    const span = lo !== undefined && hi !== undefined ? `; the true rate could be anywhere from ${pct(lo)} to ${pct(hi)}` : '';
+    return `Too few samples to trust this rate: ${few}${span}.`;
+  }
+  // The chart's note: its rule, then for each win rate the latest point's wins / ties / losses and precision.
+  function chartNote(chart, get) {
+    const parts = [chart.note];
+    chart.series.forEach((s) => {
+      if (!s.parts || !s.band) return;
+      const rate = get(s.name);
+      if (!rate.step.length) return;
+      const last = rate.step[rate.step.length - 1];
+      const at = (name) => byStep(get(name)).get(last);
+      const n = at(s.count);
+      const text = partsText({step: [last]}, get, s)[0];
+      const note = precisionNote(n, at(s.band[0]), at(s.band[1]), chart.wide);
+      parts.push(`${s.label} at step ${last}: ${Math.round(rate.value[rate.value.length - 1] * 1000) / 10}% (${text}).${note ? ' ' + note : ''}`);
+    });
+    return parts.join(' ');
+  }
+
   const PLOT_CONFIG = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ['select2d', 'lasso2d']};
 
   window.wbCharts = {COLORS, EVENT_STYLE, ema, rgba, xOf, xTitle, eventX, eventDecorations, baseLayout, yAxisFor,
-                    PLOT_CONFIG};
+                    PLOT_CONFIG, partsText, shareTraces, precisionNote, chartNote};
 })();

@@ -55,6 +55,7 @@
     list.forEach((c) => c.series.forEach((s) => {
       names.add(s.name);
       if (s.count) names.add(s.count);
+      if (s.parts) Object.values(s.parts).forEach((n) => names.add(n));
       if (s.band) { lower.add(s.band[0]); upper.add(s.band[1]); }
     }));
     return {names: [...names], lower: [...lower], upper: [...upper]};
@@ -114,13 +115,14 @@
         }
       }
       let custom;
-      if (s.count) {
+      if (s.parts) custom = C.partsText(d, (n) => seriesFor(chart, n), s);
+      else if (s.count) {
         const counts = new Map();
         const cs = seriesFor(chart, s.count);
         cs.step.forEach((st, j) => counts.set(st, cs.value[j]));
         custom = d.step.map((st) => (counts.has(st) ? counts.get(st) : '?'));
       }
-      const hover = custom ? '%{y:.6g} (n=%{customdata})' : '%{y:.6g}';
+      const hover = s.parts ? '%{y:.1%} (%{customdata})' : custom ? '%{y:.6g} (n=%{customdata})' : '%{y:.6g}';
       const past = inherited[s.name];
       if (past && past.step.length && settings.xmode === 'step') {
         traces.push({type: 'scatter', mode: 'lines', x: past.step, y: past.value, name: `${s.label} (before the branch)`,
@@ -138,15 +140,18 @@
       }
     });
     if (chart.id === 'win_rate') {
+      traces.push(...C.shareTraces(chart, (n) => seriesFor(chart, n), settings.xmode, t0));
       [['evaluations', 'on-demand eval', 'diamond', '#0f8fa8'], ['human', 'human', 'star', '#c2410c']].forEach(
         ([key, label, symbol, color]) => {
           const pts = (marks[key] || []).filter((p) => p.rate !== null);
           if (!pts.length || settings.xmode !== 'step') return;
           traces.push({type: 'scatter', mode: 'markers', name: label, x: pts.map((p) => p.step), y: pts.map((p) => p.rate),
-                       marker: {symbol, size: 11, color}, customdata: pts.map((p) => p.n),
+                       marker: {symbol, size: 11, color},
+                       customdata: pts.map((p) => (p.wins === null || p.wins === undefined ? `n=${p.n}`
+                         : `W ${p.wins} · T ${p.ties} · L ${p.losses} of ${p.n}`)),
                        error_y: {type: 'data', symmetric: false, array: pts.map((p) => p.hi - p.rate),
                                  arrayminus: pts.map((p) => p.rate - p.lo), color, thickness: 1.5},
-                       hovertemplate: `${label}: %{y:.3f} (n=%{customdata})<extra></extra>`});
+                       hovertemplate: `${label}: %{y:.1%} (%{customdata})<extra></extra>`});
         });
     }
     return traces;
@@ -196,6 +201,8 @@
     if (!div || div.closest('[hidden]')) return;
     const {layout, eventTraces} = layoutFor(chart);
     Plotly.react(div, tracesFor(chart).concat(eventTraces), layout, C.PLOT_CONFIG);
+    const note = chart.note && document.getElementById('note-' + chart.id);
+    if (note) note.textContent = C.chartNote(chart, (n) => seriesFor(chart, n));
     if (!rendered.has(chart.id)) {
       rendered.add(chart.id);
       div.on('plotly_relayout', (ev) => onRelayout(chart, ev));
@@ -215,6 +222,11 @@
       div.setAttribute('role', 'img');
       div.setAttribute('aria-label', chart.title + ' chart');
       card.appendChild(div);
+      if (chart.note) {
+        const note = document.createElement('p');
+        note.id = 'note-' + chart.id; note.className = 'muted mon-chart-note'; note.textContent = chart.note;
+        card.appendChild(note);
+      }
       if (chart.extra) {
         const rm = document.createElement('button');
         rm.type = 'button'; rm.className = 'linklike mon-remove'; rm.textContent = 'Remove';
