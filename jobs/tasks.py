@@ -72,6 +72,22 @@ def export_checkpoint(export_id: int) -> None:
     export_run(export_id=export_id)
 
 
+@shared_task(name=queue.RUN_JUDGE)
+def run_judge(judge_run_id: int) -> None:
+    """An automatic judge over a human evaluation's pairs; the judge runs in a subprocess."""
+    from webapp.monitoring.services import judge_run
+
+    judge_run(judge_run_id=judge_run_id)
+
+
+@shared_task(name=queue.PREPARE_HUMAN_EVAL)
+def prepare_human_eval(task_id: int) -> None:
+    """Generate both sides of a scheduled human evaluation, then open and assign it."""
+    from webapp.monitoring.services import human_eval_prepare
+
+    human_eval_prepare(task_id=task_id)
+
+
 @shared_task(name=queue.RUN_REWARD_TEST)
 def run_reward_test(run_id: int) -> None:
     """Score a queued reward test-run in the sandbox (never in a web process); a redelivery does nothing."""

@@ -85,7 +85,7 @@ def base_config(kind: str, preset: str) -> dict[str, Any]:
             config["hp"][k] = copy.deepcopy(v)
     config["verl"].update(copy.deepcopy(p.get("verl") or {}))
     config["kl_guard"].update(copy.deepcopy(p.get("kl_guard") or {}))
-    for key in ("guard_rules", "stall"):
+    for key in ("guard_rules", "stall", "human_eval"):
         if p.get(key):
             config[key] = copy.deepcopy(p[key])
     return config
@@ -101,10 +101,42 @@ def _stored_config(stored: dict) -> dict[str, Any]:
     for section in SECTIONS:  # keep what is not a setting (e.g. the KL guard's metric)
         for k, v in (stored.get(section) or {}).items():
             config[section].setdefault(k, copy.deepcopy(v))
-    for key in ("guard_rules", "stall"):  # run health, declared per job (not settings)
+    for key in ("guard_rules", "stall", "human_eval"):  # run health, declared per job (not settings)
         if stored.get(key):
             config[key] = copy.deepcopy(stored[key])
     return config
+
+
+HUMAN_EVAL_AGAINST = ("previous", "base")
+
+
+def check_human_eval(block: Any) -> str | None:
+    """What is wrong with a periodic human-evaluation schedule, or None. Shape: {"every": N >= 1,
+    "against": "previous" | "base", "items": 1..200, "dataset_version": id | None, "split": "val" | "train",
+    "reward_rise": >= 0, "max_new_tokens": 1..4096}."""
+    if not isinstance(block, dict):
+        return "it must be an object"
+    unknown = sorted(set(block) - {"every", "against", "items", "dataset_version", "split", "reward_rise",
+                                   "max_new_tokens"})
+    if unknown:
+        return f"unknown keys {', '.join(unknown)}"
+    for key, lo, hi in (("every", 1, 10_000), ("items", 1, 200), ("max_new_tokens", 1, 4096)):
+        value = block.get(key)
+        if value is None and key != "every":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            return f"{key} must be a whole number from {lo} to {hi}"
+    if block.get("against", "previous") not in HUMAN_EVAL_AGAINST:
+        return "against must be 'previous' or 'base'"
+    if block.get("split", "val") not in ("val", "train"):
+        return "split must be 'val' or 'train'"
+    rise = block.get("reward_rise", 0.1)
+    if isinstance(rise, bool) or not isinstance(rise, (int, float)) or not rise >= 0:
+        return "reward_rise must be a number of at least 0"
+    version = block.get("dataset_version")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int)):
+        return "dataset_version must be a dataset version id"
+    return None
 
 
 def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = None, *, backend: str = "local",
@@ -133,6 +165,12 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
         config["guard_rules"] = copy.deepcopy(overrides.pop("guard_rules")) or []
     if "stall" in overrides:  # the stall-detection block: {"after_s" | "factor", "floor_s", "action", ...}
         config["stall"] = copy.deepcopy(overrides.pop("stall")) or {}
+    if "human_eval" in overrides:  # the periodic human-evaluation schedule: {"every": N, ...} or {} (off)
+        config["human_eval"] = copy.deepcopy(overrides.pop("human_eval")) or {}
+    if config.get("human_eval"):
+        problem = check_human_eval(config["human_eval"])
+        if problem:
+            errors["human_eval"] = f"Human evaluation schedule: {problem}."
     if config.get("guard_rules"):
         try:
             parse_rules(config["guard_rules"])

@@ -144,7 +144,7 @@ def judge_prompt(prompt: str, first: str, second: str, chat: bool) -> str | list
 
 def _model_judge(pairs: list[dict[str, Any]], path: Path, device: str, max_new_tokens: int,
                  seed: int) -> list[dict[str, Any]]:
-    from training.generation import load_generator
+    from training.generation import GenerationError, load_generator
 
     if not (path / "config.json").exists():
         raise JudgeError(f"judge model {path} is not an HF model folder (no config.json)")
@@ -153,8 +153,11 @@ def _model_judge(pairs: list[dict[str, Any]], path: Path, device: str, max_new_t
     for p in pairs:
         prompts.append(judge_prompt(p["prompt"], p["a"], p["b"], chat))  # policy shown as A
         prompts.append(judge_prompt(p["prompt"], p["b"], p["a"], chat))  # positions swapped: policy as B
-    gen = load_generator(path, device=device)
-    answers = gen.generate(prompts, n=1, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
+    try:
+        with load_generator(path, device=device) as gen:
+            answers = gen.generate(prompts, n=1, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
+    except GenerationError as exc:
+        raise JudgeError(f"judge model {path}: {exc}") from None
     out = []
     for i, p in enumerate(pairs):
         orders = []

@@ -66,10 +66,17 @@ def _fake_generation(monkeypatch, answer_for):
     gen_mod = types.ModuleType("training.generation")
 
     class Gen:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
         def generate(self, prompts, **kw):
             return [[types.SimpleNamespace(text=answer_for(p))] for p in prompts]
 
     gen_mod.load_generator = lambda path, **kw: Gen()
+    gen_mod.GenerationError = ValueError
     monkeypatch.setitem(sys.modules, "training.generation", gen_mod)
 
 

@@ -16,6 +16,8 @@ EXPORT_CHECKPOINT = "jobs.tasks.export_checkpoint"
 RUN_REWARD_TEST = "jobs.tasks.run_reward_test"
 DELIVER_NOTIFICATION = "jobs.tasks.deliver_notification"
 QUALITY_REPORT = "jobs.tasks.dataset_quality_report"
+RUN_JUDGE = "jobs.tasks.run_judge"
+PREPARE_HUMAN_EVAL = "jobs.tasks.prepare_human_eval"
 
 
 def enqueue(task: str, *args: int, queue: str = "cpu", countdown: float | None = None) -> None:

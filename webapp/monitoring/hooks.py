@@ -1,5 +1,5 @@
 """Subscribed to the runs app's `job_synced` signal: metric rollups, the KL guard and health rules,
-stall detection, protected checkpoints, retention after each sync of a job.
+stall detection, scheduled human evaluations, protected checkpoints, retention after each sync of a job.
 
 `after_sync(job, new_points)` never raises: a monitoring failure must not stop ingest.
 """
@@ -11,6 +11,7 @@ from typing import Any
 
 from webapp.monitoring.rollup import rollup_sync
 from webapp.monitoring.services import guard_rules_process, kl_guard_process, retention_apply, write_protected
+from webapp.monitoring.services.periodic import schedule_process
 from webapp.monitoring.services.stall import notify_final_state, stall_check
 from webapp.runs.models import FINAL_STATES, Job
 
@@ -62,6 +63,10 @@ def after_sync(job: Job, new_points: Iterable[Any]) -> None:
         notify_final_state(job)
     except Exception:  # noqa: BLE001 - logged; the next sync checks again
         logger.exception("stall check or notification failed for job %s", job.pk)
+    try:
+        schedule_process(job)  # periodic human evaluation: a task for every N-th checkpoint, once each
+    except Exception:  # noqa: BLE001 - logged; the next sync tries again
+        logger.exception("scheduled human evaluation failed for job %s", job.pk)
     try:
         job.refresh_from_db()
         write_protected(job)

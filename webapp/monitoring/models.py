@@ -141,9 +141,20 @@ class HumanEvalTask(TimeStampedModel):
     is_open = models.BooleanField(default=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    # what the policy's responses are compared with: the dataset's reference, a previous checkpoint, the base
+    opponent = models.CharField(max_length=200, default="reference")
+    opponent_step = models.IntegerField(null=True, blank=True)  # the earlier checkpoint's step (0: the base model)
+    scheduled = models.BooleanField(default=False)  # opened by the job's periodic human-evaluation schedule
+    status = models.CharField(max_length=16, default="ready")  # scheduled ones: generating → ready | failed
+    error = models.TextField(blank=True)
+    assignees = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
+    gap = models.JSONField(default=dict, blank=True)  # the reward-vs-human gap check (services/periodic.py)
+    flagged_at = models.DateTimeField(null=True, blank=True)  # when the gap was first flagged (notified once)
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["checkpoint"], condition=models.Q(scheduled=True),
+                                               name="unique_scheduled_human_eval")]
 
     def __str__(self) -> str:
         return self.title
@@ -167,6 +178,7 @@ class HumanEvalItem(models.Model):
     auto_outcome = models.FloatField(null=True, blank=True)  # the reward's verdict for the policy: 1 / 0.5 / 0
     policy_side = models.CharField(max_length=1, choices=Side.choices)
     data_source = models.CharField(max_length=200, blank=True)
+    ground_truth = models.JSONField(null=True, blank=True)  # for a reward function judging the pair
 
     class Meta:
         ordering = ["task", "index"]
@@ -200,3 +212,39 @@ class HumanVerdict(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reviewer_id} on item {self.item_id}: {self.choice}"
+
+
+class JudgeKind(models.TextChoices):
+    REWARD_MODEL = "reward_model", "Reward model"
+    REWARD = "reward", "The run's reward"
+    JUDGE_MODEL = "judge_model", "Judge model (answers A or B)"
+
+
+class JudgeRun(CheckpointWork):
+    """An automatic judge over a human evaluation's pairs, each judged twice with positions swapped
+    (`python -m training.judges`); W/T/L, bootstrap interval and position-bias share."""
+
+    task = models.ForeignKey(HumanEvalTask, on_delete=models.CASCADE, related_name="judge_runs")
+    kind = models.CharField(max_length=16, choices=JudgeKind.choices)
+    label = models.CharField(max_length=300)  # the judge's name as shown (model name, "reward of run #7")
+    model_path = models.CharField(max_length=500, blank=True)  # reward / judge models: the folder judged with
+    wins = models.PositiveIntegerField(default=0)
+    ties = models.PositiveIntegerField(default=0)
+    losses = models.PositiveIntegerField(default=0)
+    n = models.PositiveIntegerField(default=0)
+    win_rate = models.FloatField(null=True, blank=True)
+    win_rate_lo = models.FloatField(null=True, blank=True)
+    win_rate_hi = models.FloatField(null=True, blank=True)
+    inconsistent = models.PositiveIntegerField(default=0)
+    unjudged = models.PositiveIntegerField(default=0)
+    result = models.JSONField(default=dict, blank=True)  # the summary (per-pair verdicts stay in the run dir)
+
+    class Meta(CheckpointWork.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"judge run {self.pk} on human evaluation {self.task_id} ({self.status})"
+
+    @property
+    def position_bias_share(self) -> float | None:
+        return self.inconsistent / self.n if self.n else None

@@ -334,5 +334,29 @@ def win_rate_marks(job: Job) -> dict[str, list[dict[str, Any]]]:
         if s["human"].n:
             humans.append({"step": task.checkpoint.step, "rate": s["human"].rate, "lo": s["human"].lo,
                            "hi": s["human"].hi, "n": s["human"].n, "id": task.pk, "wins": s["human"].wins,
-                           "ties": s["human"].ties, "losses": s["human"].losses})
-    return {"evaluations": evals, "human": humans}
+                           "ties": s["human"].ties, "losses": s["human"].losses, "opponent": task.opponent,
+                           "flagged": bool((task.gap or {}).get("flagged"))})
+    return {"evaluations": evals, "human": humans, "judges": judge_marks(job)}
+
+
+def judge_marks(job: Job) -> list[dict[str, Any]]:
+    """Automatic judges' win rates (W/T/L, bootstrap interval, position-bias share) per checkpoint."""
+    from webapp.monitoring.models import EvaluationStatus, JudgeRun
+
+    return [{"step": r.task.checkpoint.step, "rate": r.win_rate, "lo": r.win_rate_lo, "hi": r.win_rate_hi,
+             "n": r.n, "id": r.pk, "task": r.task_id, "label": r.label, "opponent": r.task.opponent,
+             "wins": r.wins, "ties": r.ties, "losses": r.losses, "bias": r.position_bias_share}
+            for r in JudgeRun.objects.filter(task__checkpoint__job=job, status=EvaluationStatus.SUCCEEDED)
+            .exclude(win_rate=None).select_related("task__checkpoint").order_by("task__checkpoint__step", "id")]
+
+
+def reward_gap_flags(job: Job) -> dict[str, Any]:
+    """The run's human evaluations against an earlier checkpoint or the base, with their gap checks,
+    and the rule (stated on the run page)."""
+    from webapp.monitoring.models import HumanEvalTask
+    from webapp.monitoring.services.periodic import gap_rule, schedule_of
+
+    tasks = list(HumanEvalTask.objects.filter(checkpoint__job=job, opponent_step__isnull=False)
+                 .select_related("checkpoint").order_by("checkpoint__step"))
+    return {"schedule": schedule_of(job), "rule": gap_rule(schedule_of(job)), "tasks": tasks,
+            "flagged": [t for t in tasks if (t.gap or {}).get("flagged")]}

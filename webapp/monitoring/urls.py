@@ -18,5 +18,6 @@ urlpatterns = [
     path("human-evals/", views.human_eval_list, name="monitor-human-evals"),
     path("human-evals/<int:task_id>/", views.human_eval_detail, name="monitor-human-eval"),
     path("human-evals/<int:task_id>/review/", views.human_eval_review, name="monitor-human-eval-review"),
+    path("human-evals/<int:task_id>/judge/", views.human_eval_auto_judge, name="monitor-human-eval-judge"),
     path("human-evals/<int:task_id>/toggle/", views.human_eval_toggle, name="monitor-human-eval-toggle"),
 ]

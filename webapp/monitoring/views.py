@@ -203,7 +203,24 @@ def human_eval_detail(request, slug, task_id):
     summary = selectors.human_eval_summary(task)
     return render(request, "monitoring/human_eval_detail.html", {
         "project": access.project, "access": access, "task": task, "summary": summary,
-        "mine": task.items.filter(verdicts__reviewer=request.user).count()})
+        "mine": task.items.filter(verdicts__reviewer=request.user).count(),
+        "judge_runs": list(task.judge_runs.order_by("created_at", "id")),
+        "judge_choices": services.judge_choices(task) if task.status == "ready" else [],
+        "schedule": services.periodic.schedule_of(task.checkpoint.job) or {}})
+
+
+@require_POST
+def human_eval_auto_judge(request, slug, task_id):
+    access = project_access(request.user, slug, Role.ENGINEER)
+    task = get_object_or_404(HumanEvalTask.objects.select_related("checkpoint__job"), pk=task_id,
+                             project=access.project)
+    try:
+        run = services.judge_request(task=task, user=request.user, judge=request.POST.get("judge", ""))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{run.label} is judging the pairs on a worker (each twice, positions swapped).")
+    return redirect("monitor-human-eval", slug=slug, task_id=task.pk)
 
 
 def human_eval_review(request, slug, task_id):

@@ -6,7 +6,8 @@ from django.db import models
 
 from webapp.core.models import Project
 
-EVENTS = ("job.finished", "job.failed", "job.lost", "job.stalled", "guard.tripped", "evaluation.finished")
+EVENTS = ("job.finished", "job.failed", "job.lost", "job.stalled", "guard.tripped", "evaluation.finished",
+          "human_eval.assigned", "human_eval.gap")
 
 
 class HookKind(models.TextChoices):

@@ -33,7 +33,8 @@ MAX_ATTEMPTS = 5
 KEY_FIGURES = (("critic/score/mean", "reward"), ("actor/kl_loss", "KL"), ("actor/entropy", "entropy"))
 TITLES = {"job.finished": "Run finished", "job.failed": "Run failed", "job.lost": "Run lost",
           "job.stalled": "Run stalled", "guard.tripped": "Health rule tripped",
-          "evaluation.finished": "Evaluation finished"}
+          "evaluation.finished": "Evaluation finished", "human_eval.assigned": "Human evaluation to judge",
+          "human_eval.gap": "Reward may be hacked"}
 
 
 def backoff_s(attempt: int) -> float:

@@ -46,13 +46,24 @@ def rules_initial(config: dict) -> dict[str, Any]:
     return out
 
 
+HUMAN_EVAL_FIELDS = ("he_every", "he_against", "he_items", "he_dataset_version", "he_split", "he_reward_rise")
+
+
+def human_eval_initial(config: dict) -> dict[str, Any]:
+    """Form values of the periodic human-evaluation schedule (config["human_eval"]); blank: off."""
+    block = config.get("human_eval") or {}
+    return {"he_every": block.get("every") or "", "he_against": block.get("against") or "previous",
+            "he_items": block.get("items") or 20, "he_dataset_version": block.get("dataset_version") or "",
+            "he_split": block.get("split") or "val", "he_reward_rise": block.get("reward_rise", 0.1)}
+
+
 def settings_initial(config: dict) -> dict[str, Any]:
     """Form initial values for every setting (and the built-in health rules) from a resolved config."""
     out = {}
     for s in cfg.SETTINGS:
         value = cfg.get_value(config, s.key)
         out[s.form_name] = ("" if value is None else value)
-    return {**out, **rules_initial(config)}
+    return {**out, **rules_initial(config), **human_eval_initial(config)}
 
 
 class _VersionChoice(forms.ModelChoiceField):
@@ -98,6 +109,41 @@ class JobForm(forms.Form):
                 required=False, label=f"{name} threshold", widget=forms.TextInput(attrs={"inputmode": "decimal"}))
             self.fields[f"rule_{name}_action"] = forms.ChoiceField(choices=[(a, a) for a in ACTIONS],
                                                                    required=False, label=f"{name} action")
+        self._human_eval_fields(project)
+
+    def _human_eval_fields(self, project) -> None:
+        self.fields["he_every"] = forms.IntegerField(
+            required=False, min_value=0, label="Every N checkpoints",
+            help_text="Blank or 0: off. A blind pairwise task opens for every N-th checkpoint.")
+        self.fields["he_against"] = forms.ChoiceField(
+            choices=[("previous", "the previous evaluated checkpoint"), ("base", "the base model")], required=False,
+            label="Compare with")
+        self.fields["he_items"] = forms.IntegerField(required=False, min_value=1, max_value=200, label="Prompts")
+        self.fields["he_dataset_version"] = _VersionChoice(
+            queryset=DatasetVersion.objects.filter(dataset__project=project, status=VersionStatus.READY)
+            .select_related("dataset").order_by("dataset__name", "-number"), required=False,
+            label="Held-out prompts", empty_label="The run's validation split")
+        self.fields["he_split"] = forms.ChoiceField(choices=[("val", "validation"), ("train", "train")],
+                                                    required=False, label="Split of that version")
+        self.fields["he_reward_rise"] = forms.FloatField(
+            required=False, min_value=0, label="Flag when the reward rose by more than",
+            widget=forms.TextInput(attrs={"inputmode": "decimal"}))
+
+    def human_eval(self) -> dict[str, Any]:
+        """config["human_eval"] from the form; {} when the schedule is off."""
+        data = self.cleaned_data
+        if not data.get("he_every"):
+            return {}
+        version = data.get("he_dataset_version")
+        block = {"every": data["he_every"], "against": data.get("he_against") or "previous",
+                 "items": data.get("he_items") or 20, "split": data.get("he_split") or "val",
+                 "reward_rise": data["he_reward_rise"] if data.get("he_reward_rise") is not None else 0.1}
+        if version is not None:
+            block["dataset_version"] = version.pk
+        return block
+
+    def human_eval_rows(self):
+        return [self[n] for n in HUMAN_EVAL_FIELDS]
 
     def rule_rows(self) -> list[tuple[str, str, Any, Any, Any]]:
         """(name, what it watches by default, on, threshold, action) per built-in rule, for the template."""
@@ -153,12 +199,14 @@ class JobForm(forms.Form):
                 out[s.key] = value
         if self.data.get(self.add_prefix("guard_rules_form")):  # shown on the form: its rules replace the preset's
             out["guard_rules"] = self.guard_rules()
+        if self.data.get(self.add_prefix("human_eval_form")) and not any(f in self.errors for f in HUMAN_EVAL_FIELDS):
+            out["human_eval"] = self.human_eval() if kind in ("grpo", "distill") else {}
         return out
 
     def apply_errors(self, errors: dict[str, str], reward_form=None) -> None:
         """Put each plan error next to its field (settings by key, inputs by name)."""
         for key, message in errors.items():
-            name = cfg.BY_KEY[key].form_name if key in cfg.BY_KEY else key
+            name = cfg.BY_KEY[key].form_name if key in cfg.BY_KEY else ("he_every" if key == "human_eval" else key)
             if key == "reward_spec" and reward_form is not None:
                 reward_form.add_error(None, message)
             elif name in self.fields:
@@ -192,7 +240,8 @@ class ResumeForm(forms.Form):
 
 def preset_table() -> dict[str, dict[str, dict[str, Any]]]:
     """{preset: {kind: {form_name: value}}} for the form's script (fills the fields on preset change)."""
-    return {p: {k: settings_initial(cfg.base_config(k, p)) for k in cfg.KINDS} for p in PRESETS}
+    return {p: {k: {n: v for n, v in settings_initial(cfg.base_config(k, p)).items() if n not in HUMAN_EVAL_FIELDS}
+                for k in cfg.KINDS} for p in PRESETS}
 
 
 def preset_backends() -> dict[str, str]:

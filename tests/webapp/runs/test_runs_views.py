@@ -267,3 +267,32 @@ def test_the_forms_health_rules_replace_the_presets_and_bad_ones_are_refused(pro
     resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
     assert resp.status_code == 400 and "rule_kl_action" in resp.context["form"].errors
     assert Job.objects.count() == 0
+
+
+def test_the_forms_human_evaluation_schedule_reaches_the_config(project, engineer, as_user, prompts_version,
+                                                               tiny_model, reward_fn, no_enqueue):
+    data = form_data(prompts_version, tiny_model, reward_fn, human_eval_form="1", he_every="3", he_against="base",
+                     he_items="12", he_dataset_version=prompts_version.pk, he_split="val", he_reward_rise="0.25",
+                     action="launch")
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 302, resp.context["form"].errors
+    assert Job.objects.get().config["human_eval"] == {"every": 3, "against": "base", "items": 12, "split": "val",
+                                                      "reward_rise": 0.25, "dataset_version": prompts_version.pk}
+    data.update(he_every="", he_against="previous")  # blank: off
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 302 and not Job.objects.latest("pk").config.get("human_eval")
+    data.update(he_every="2", he_items="900")
+    resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/", data)
+    assert resp.status_code == 400 and "he_items" in resp.context["form"].errors
+
+
+def test_check_human_eval_schedule():
+    from training.jobconfig import check_human_eval, resolve_config
+
+    assert check_human_eval({"every": 2, "against": "previous", "items": 5, "reward_rise": 0}) is None
+    assert "every" in check_human_eval({"every": 0})
+    assert "against" in check_human_eval({"every": 1, "against": "sideways"})
+    assert "unknown keys" in check_human_eval({"every": 1, "often": True})
+    assert "reward_rise" in check_human_eval({"every": 1, "reward_rise": -1})
+    _config, errors, _w = resolve_config("grpo", "demo-cpu", {"human_eval": {"every": "x"}})
+    assert "Human evaluation schedule" in errors["human_eval"]

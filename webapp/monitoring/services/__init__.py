@@ -13,11 +13,14 @@ from webapp.monitoring.services.export import export_ready, export_request, expo
 from webapp.monitoring.services.guard import guard_status, kl_guard_process
 from webapp.monitoring.services.health import guard_rules_process, job_rules_set, rules_status
 from webapp.monitoring.services.human_eval import human_eval_create, human_eval_judge, human_eval_set_open
+from webapp.monitoring.services.judges import judge_choices, judge_request, judge_run
+from webapp.monitoring.services.periodic import gap_check, human_eval_prepare, schedule_process
 
 __all__ = [
     "checkpoint_get", "checkpoint_promote", "evaluation_request", "evaluation_run", "export_ready",
     "export_request", "export_run",
     "guard_rules_process", "guard_status", "human_eval_create", "human_eval_judge", "human_eval_set_open",
     "job_rollback", "job_rules_set", "kl_guard_process", "parse_hp_overrides", "protected_steps", "retention_apply",
-    "rules_status", "write_protected",
+    "rules_status", "write_protected", "judge_choices", "judge_request", "judge_run", "gap_check",
+    "human_eval_prepare", "schedule_process",
 ]

@@ -104,6 +104,10 @@ def human_eval_judge(*, item: HumanEvalItem, reviewer, choice: str) -> HumanVerd
     audit(actor=reviewer, action="human_eval.judge", project=task.project, obj=verdict,
           summary=f"Human evaluation #{task.pk} item {item.index}: {Choice(choice).label}",
           before={"choice": previous.choice} if previous else None, after={"choice": choice})
+    if task.opponent_step is not None:  # vs an earlier checkpoint or the base: is the reward's rise confirmed?
+        from webapp.monitoring.services.periodic import gap_check
+
+        gap_check(task)
     return verdict
 
 

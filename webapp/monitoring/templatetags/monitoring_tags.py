@@ -67,7 +67,7 @@ def monitor_panel(context, job) -> dict:
         "sample_steps": sample_steps(job.run_dir, "val") if job.run_dir else [],
         "rollback_form": RollbackForm(job=job), "export_form": ExportForm(),
         "human_eval_form": HumanEvalForm(), "hp": selectors.job_hp(job),
-        "kl_threshold": charts.kl_threshold(job.config),
+        "kl_threshold": charts.kl_threshold(job.config), "gap": selectors.reward_gap_flags(job),
     }
 
 

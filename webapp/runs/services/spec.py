@@ -138,6 +138,10 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
     if pinned is not None and pinned.rows and "max_prompt_length" not in cfg_errors:
         longest = longest_prompt(pinned.rows, config["hp"]["max_prompt_length"], model_tokenizer(base_model))
         cfg.check_prompt_length(config["hp"], longest, cfg_errors, warnings)
+    held_out = (config.get("human_eval") or {}).get("dataset_version")
+    if held_out and "human_eval" not in cfg_errors and not DatasetVersion.objects.filter(
+            pk=held_out, dataset__project=project, status=VersionStatus.READY).exists():
+        cfg_errors["human_eval"] = "Human evaluation schedule: choose a ready dataset version of this project."
     for key, message in cfg_errors.items():
         errors.setdefault(key, message)
     return JobPlan(project=project, kind=kind, backend=backend, preset=preset, config=config, errors=errors,

@@ -141,17 +141,22 @@
     });
     if (chart.id === 'win_rate') {
       traces.push(...C.shareTraces(chart, (n) => seriesFor(chart, n), settings.xmode, t0));
-      [['evaluations', 'on-demand eval', 'diamond', '#0f8fa8'], ['human', 'human', 'star', '#c2410c']].forEach(
+      [['evaluations', 'on-demand eval', 'diamond', '#0f8fa8'], ['human', 'human', 'star', '#c2410c'],
+       ['judges', 'auto judge', 'circle-open', '#6d28d9']].forEach(
         ([key, label, symbol, color]) => {
           const pts = (marks[key] || []).filter((p) => p.rate !== null);
           if (!pts.length || settings.xmode !== 'step') return;
+          // who judged, against what, W/T/L: the human and judge marks of one evaluation sit side by side
+          const what = (p) => [p.label, p.opponent ? 'vs ' + p.opponent : '',
+            p.bias != null ? `position bias ${Math.round(p.bias * 100)}%` : '',
+            p.flagged ? 'REWARD MAY BE HACKED' : ''].filter(Boolean).join(' · ');
           traces.push({type: 'scatter', mode: 'markers', name: label, x: pts.map((p) => p.step), y: pts.map((p) => p.rate),
-                       marker: {symbol, size: 11, color},
-                       customdata: pts.map((p) => (p.wins === null || p.wins === undefined ? `n=${p.n}`
-                         : `W ${p.wins} · T ${p.ties} · L ${p.losses} of ${p.n}`)),
+                       marker: {symbol, size: 11, color, line: {width: pts.map((p) => (p.flagged ? 3 : 1)), color}},
+                       customdata: pts.map((p) => [p.wins === null || p.wins === undefined ? `n=${p.n}`
+                         : `W ${p.wins} · T ${p.ties} · L ${p.losses} of ${p.n}`, what(p)]),
                        error_y: {type: 'data', symmetric: false, array: pts.map((p) => p.hi - p.rate),
                                  arrayminus: pts.map((p) => p.rate - p.lo), color, thickness: 1.5},
-                       hovertemplate: `${label}: %{y:.1%} (%{customdata})<extra></extra>`});
+                       hovertemplate: `${label}: %{y:.1%} (%{customdata[0]}) %{customdata[1]}<extra></extra>`});
         });
     }
     return traces;
@@ -175,7 +180,8 @@
       layout.annotations = [{xref: 'paper', x: 1, y: chart.threshold.value, yanchor: 'bottom', xanchor: 'right',
                              text: chart.threshold.label, showarrow: false, font: {size: 10, color: '#b42318'}}];
     }
-    const empty = chart.series.every((s) => !seriesFor(chart, s.name).step.length &&
+    const hasMarks = chart.id === 'win_rate' && Object.values(marks).some((l) => (l || []).some((p) => p.rate !== null));
+    const empty = !hasMarks && chart.series.every((s) => !seriesFor(chart, s.name).step.length &&
                                          !(inherited[s.name] && inherited[s.name].step.length));
     if (empty) {  // no axes, lines or markers to read: just say why
       layout.xaxis.visible = false; layout.yaxis.visible = false; layout.shapes = []; layout.showlegend = false;

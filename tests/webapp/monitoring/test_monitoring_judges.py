@@ -1,0 +1,86 @@
+"""Automatic judges on a human evaluation: request, the worker's subprocess, the result beside the humans."""
+from __future__ import annotations
+
+import pytest
+
+from webapp.core import queue
+from webapp.core.services import ApplicationError
+from webapp.monitoring import selectors
+from webapp.monitoring.models import EvaluationStatus, JudgeRun
+from webapp.monitoring.services import human_eval_create, judge_choices, judge_request, judge_run
+from webapp.runs.models import ModelEntry, ModelKind, RunEvent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def task(make_job, checkpoint, samples, engineer):
+    job = make_job()
+    ckpt = checkpoint(job, 10)
+    samples(job, 10, [{"input": f"{i}+1=", "output": str(i + 1), "reference": str(i), "win": 1.0}
+                      for i in range(6)])
+    return human_eval_create(checkpoint=ckpt, user=engineer, limit=50, seed=1)
+
+
+@pytest.fixture
+def reward_model(project, tmp_path):
+    from training.demo import DEMO_VOCAB
+    from training.models import build_tiny_reward_model
+
+    path = build_tiny_reward_model(tmp_path / "rm", vocab=DEMO_VOCAB, hidden=32, layers=1)
+    return ModelEntry.objects.create(project=project, name="tiny-rm", kind=ModelKind.REWARD_MODEL, path=str(path))
+
+
+def test_a_reward_model_judges_both_orders_on_the_worker(task, reward_model, engineer, monkeypatch,
+                                                         django_capture_on_commit_callbacks):
+    sent = []
+    monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda name, *a, queue="cpu": sent.append(
+        (name, *a)))
+    assert (f"model:{reward_model.pk}", "tiny-rm (reward model)") in judge_choices(task)
+    with django_capture_on_commit_callbacks(execute=True):
+        run = judge_request(task=task, user=engineer, judge=f"model:{reward_model.pk}")
+    assert sent == [(queue.RUN_JUDGE, run.pk)]
+    with pytest.raises(ApplicationError, match="already judging"):
+        judge_request(task=task, user=engineer, judge=f"model:{reward_model.pk}")
+    run = judge_run(judge_run_id=run.pk)
+    assert run.status == EvaluationStatus.SUCCEEDED, run.error
+    assert run.wins + run.ties + run.losses == run.n == 6 and run.inconsistent == 0  # a scalar scorer
+    assert run.win_rate_lo <= run.win_rate <= run.win_rate_hi
+    assert "bootstrap 1000" in run.result["interval"]
+    assert judge_run(judge_run_id=run.pk).pk == run.pk  # a redelivered task does nothing
+    (mark,) = selectors.win_rate_marks(task.checkpoint.job)["judges"]
+    assert (mark["step"], mark["label"], mark["n"]) == (10, "tiny-rm", 6) and mark["bias"] == 0.0
+    assert RunEvent.objects.filter(kind="judge", job=task.checkpoint.job).exists()
+
+
+def test_a_judge_that_cannot_run_fails_with_its_message(task, project, tmp_path, engineer, monkeypatch):
+    monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda *a, **k: None)
+    folder = tmp_path / "not-a-model"
+    folder.mkdir()
+    model = ModelEntry.objects.create(project=project, name="broken", kind=ModelKind.REWARD_MODEL, path=str(folder))
+    run = judge_run(judge_run_id=judge_request(task=task, user=engineer, judge=f"model:{model.pk}").pk)
+    assert run.status == EvaluationStatus.FAILED and "not an HF model folder" in run.error
+
+
+def test_bad_judge_choices_are_refused(task, engineer, project, make_job):
+    with pytest.raises(ApplicationError, match="no reward"):
+        judge_request(task=task, user=engineer, judge="reward")
+    with pytest.raises(ApplicationError, match="Choose a judge"):
+        judge_request(task=task, user=engineer, judge="oracle")
+    with pytest.raises(ApplicationError, match="registered in this project"):
+        judge_request(task=task, user=engineer, judge="model:99999")
+    assert not JudgeRun.objects.exists()
+
+
+def test_the_detail_page_shows_judges_beside_the_humans(task, reward_model, engineer, as_user, project,
+                                                        monkeypatch):
+    monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda *a, **k: None)
+    client = as_user(engineer)
+    url = f"/p/{project.slug}/monitor/human-evals/{task.pk}/"
+    resp = client.post(url + "judge/", {"judge": f"model:{reward_model.pk}"}, follow=True)
+    assert "is judging the pairs" in resp.content.decode()
+    judge_run(judge_run_id=JudgeRun.objects.get().pk)
+    page = client.get(url).content.decode()
+    assert "Automatic judges" in page and "tiny-rm" in page and "positions swapped" in page
+    resp = client.post(url + "judge/", {"judge": "nonsense"}, follow=True)
+    assert resp.status_code == 200 and "Choose a judge" in resp.content.decode()

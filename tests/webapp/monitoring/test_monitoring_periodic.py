@@ -1,0 +1,135 @@
+"""Periodic human evaluation: a task for every N-th checkpoint (once, however often the run syncs), assigned
+to the project's reviewers, and the reward-vs-human gap flag."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from webapp.core import queue
+from webapp.monitoring import selectors
+from webapp.monitoring.hooks import after_sync
+from webapp.monitoring.models import HumanEvalTask
+from webapp.monitoring.services import gap_check, human_eval_judge, schedule_process
+from webapp.monitoring.services.periodic import fill_scheduled, reviewers
+from webapp.notifications.models import Delivery, Hook
+from webapp.runs.models import RunEvent
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    calls = []
+    monkeypatch.setattr("webapp.monitoring.services.periodic.enqueue",
+                        lambda task, *args, queue="cpu": calls.append((task, *args)))
+    return calls
+
+
+def scheduled_job(make_job, **schedule):
+    config = {"hp": {"lr": 1e-3}, "human_eval": {"every": 2, "items": 3, **schedule}}
+    job = make_job(config=config)
+    val = Path(job.run_dir) / "data" / "val.jsonl"
+    val.parent.mkdir(parents=True, exist_ok=True)
+    val.write_text("".join(json.dumps({"prompt": f"{i}+1=", "ground_truth": str(i + 1)}) + "\n" for i in range(5)))
+    return job
+
+
+def test_every_second_checkpoint_gets_one_task_however_often_the_run_syncs(
+        make_job, checkpoint, sent, django_capture_on_commit_callbacks):
+    job = scheduled_job(make_job)
+    for step in (5, 10, 15):
+        checkpoint(job, step)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = schedule_process(job)
+        after_sync(job, [])  # the job_synced hook: nothing new
+        schedule_process(job)
+    assert [t.checkpoint.step for t in first] == [10]
+    checkpoint(job, 20)
+    with django_capture_on_commit_callbacks(execute=True):
+        after_sync(job, [])
+        after_sync(job, [])
+    tasks = HumanEvalTask.objects.filter(checkpoint__job=job, scheduled=True).order_by("checkpoint__step")
+    assert [(t.checkpoint.step, t.opponent_step, t.opponent) for t in tasks] == [(10, 5, "step 5"),
+                                                                                (20, 10, "step 10")]
+    assert all(t.status == "generating" and not t.is_open for t in tasks)
+    assert sent == [(queue.PREPARE_HUMAN_EVAL, t.pk) for t in tasks]  # one generation each
+    prompts = (Path(job.run_dir) / "human_evals" / str(tasks[0].pk) / "prompts.jsonl").read_text().splitlines()
+    assert len(prompts) == 3 and json.loads(prompts[0])["prompt"] == "0+1="  # held out: the run's val split
+
+
+def test_no_schedule_no_tasks_and_against_base(make_job, checkpoint, sent, tiny_model_dir, project):
+    from webapp.runs.models import ModelEntry
+
+    plain = make_job()
+    checkpoint(plain, 5)
+    assert schedule_process(plain) == []
+    job = scheduled_job(make_job, every=1, against="base")
+    job.base_model = ModelEntry.objects.create(project=project, name="tiny", path=str(tiny_model_dir))
+    job.save()
+    checkpoint(job, 5)
+    (task,) = schedule_process(job)
+    assert (task.opponent, task.opponent_step) == ("base model", 0)
+
+
+def test_filled_task_is_assigned_to_the_reviewers_and_notified(make_job, checkpoint, sent, project, reviewer,
+                                                                reviewer2, engineer):
+    hook = Hook.objects.create(project=project, name="team", kind="json", url="http://127.0.0.1:9/", events=[])
+    job = scheduled_job(make_job, every=1)
+    checkpoint(job, 5)
+    (task,) = schedule_process(job)
+    assert set(reviewers(project)) == {reviewer, reviewer2}  # reviewers, not the engineer
+    fill_scheduled(task, [{"prompt": "1+1=", "a": "2", "b": "3", "ground_truth": "2"},
+                          {"prompt": "2+2=", "a": "4", "b": "4"}])
+    task.refresh_from_db()
+    assert task.is_open and task.status == "ready" and task.items.count() == 2
+    assert set(task.assignees.all()) == {reviewer, reviewer2}
+    item = task.items.get(index=0)
+    assert item.policy_response == "2" and item.reference_response == "3" and item.ground_truth == "2"
+    delivery = Delivery.objects.get(hook=hook, event="human_eval.assigned")
+    assert set(delivery.payload["data"]["reviewers"]) == {"rita", "rob"}
+
+
+def _judged_task(make_job, checkpoint, points, sent, reviewer, rewards, choice_for_policy):
+    job = scheduled_job(make_job, every=1, reward_rise=0.2)
+    points(job, "critic/score/mean", rewards)  # steps 1..len
+    checkpoint(job, 5)
+    checkpoint(job, 10)
+    schedule_process(job)
+    task = HumanEvalTask.objects.get(checkpoint__job=job, checkpoint__step=10)
+    fill_scheduled(task, [{"prompt": f"q{i}", "a": f"new {i}", "b": f"old {i}"} for i in range(10)])
+    for item in task.items.all():
+        policy = item.policy_side
+        other = "b" if policy == "a" else "a"
+        human_eval_judge(item=item, reviewer=reviewer, choice={"policy": policy, "other": other,
+                                                               "tie": "tie"}[choice_for_policy])
+    task.refresh_from_db()
+    return job, task
+
+
+def test_reward_up_people_prefer_the_older_checkpoint_is_flagged_once(make_job, checkpoint, points, sent, reviewer,
+                                                                       project):
+    Hook.objects.create(project=project, name="team", kind="json", url="http://127.0.0.1:9/", events=[])
+    rewards = [0.1] * 5 + [0.9] * 5  # mean of the last 5 up to step 5: 0.1; up to step 10: 0.9
+    job, task = _judged_task(make_job, checkpoint, points, sent, reviewer, rewards, "other")
+    gap = task.gap
+    assert gap["rise"] == pytest.approx(0.8) and gap["human_rate"] == 0.0 and gap["human_hi"] < 0.5
+    assert gap["flagged"] and task.flagged_at is not None
+    gap_check(task)  # checked again: still flagged, logged and notified only once
+    assert RunEvent.objects.filter(job=job, kind="reward_gap").count() == 1
+    assert Delivery.objects.filter(event="human_eval.gap").count() == 1
+    flags = selectors.reward_gap_flags(job)
+    assert [t.pk for t in flags["flagged"]] == [task.pk] and "wholly below 0.5" in flags["rule"]
+    human = selectors.win_rate_marks(job)["human"]
+    assert human[0]["flagged"] and human[0]["opponent"] == "step 5" and human[0]["losses"] == 10
+
+
+@pytest.mark.parametrize("rewards, choice", [
+    ([0.1] * 5 + [0.9] * 5, "policy"),   # the reward rose and people agree: no flag
+    ([0.5] * 10, "other"),                # people prefer the older one but the reward did not rise: no flag
+    ([0.1] * 5 + [0.9] * 5, "tie"),       # all ties: a rate of 0.5, not below it
+])
+def test_no_flag_without_a_gap(make_job, checkpoint, points, sent, reviewer, rewards, choice):
+    _job, task = _judged_task(make_job, checkpoint, points, sent, reviewer, rewards, choice)
+    assert not task.gap["flagged"] and task.flagged_at is None
