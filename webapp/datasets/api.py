@@ -21,11 +21,17 @@ from webapp.datasets.views import errors_response, export_response, import_statu
 
 
 class VersionSerializer(serializers.ModelSerializer):
+    parent_number = serializers.SerializerMethodField()
+
     class Meta:
         model = DatasetVersion
         fields = ["number", "status", "row_count", "train_count", "val_count", "content_hash", "source_filename",
                   "source_format", "detected_shape", "column_map", "split_spec", "split_seed", "report",
-                  "created_at"]
+                  "created_at", "parent_number", "lineage"]
+
+    def get_parent_number(self, obj) -> int | None:
+        """The version this one was derived from (cleaning), in the same dataset."""
+        return (obj.lineage or {}).get("parent", {}).get("number") if obj.parent_id else None
 
 
 class DatasetSerializer(serializers.ModelSerializer):

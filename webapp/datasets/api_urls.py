@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.datasets import api
+from webapp.datasets import api, quality_api
 
 urlpatterns = [
     path("", api.DatasetListApi.as_view(), name="api-datasets"),
@@ -12,4 +12,10 @@ urlpatterns = [
     path("<str:dataset_id>/versions/<int:number>/rows/", api.VersionRowsApi.as_view(), name="api-dataset-rows"),
     path("<str:dataset_id>/versions/<int:number>/export/", api.VersionExportApi.as_view(),
          name="api-dataset-export"),
+    path("<str:dataset_id>/versions/<int:number>/quality/", quality_api.VersionQualityApi.as_view(),
+         name="api-dataset-quality"),
+    path("<str:dataset_id>/versions/<int:number>/quality/<int:report_id>/", quality_api.QualityReportApi.as_view(),
+         name="api-dataset-quality-report"),
+    path("<str:dataset_id>/versions/<int:number>/quality/<int:report_id>/clean/",
+         quality_api.QualityCleanApi.as_view(), name="api-dataset-quality-clean"),
 ]

@@ -22,7 +22,6 @@ from webapp.core.services import ApplicationError
 from webapp.datasets import ingest
 from webapp.datasets.models import Dataset, DatasetRow, DatasetVersion, QualityReport, ReportStatus, VersionStatus
 from webapp.datasets.quality import ALGORITHM
-from webapp.datasets.quality_scan import CATEGORIES
 
 _DUMP = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _DROP_TABLE = "wb_derive_drop"
@@ -127,10 +126,10 @@ def clean_version(*, report: QualityReport, user, categories: Iterable[str]) -> 
     drop = set().union(*(report.drops[c] for c in categories))
     if not drop:
         raise ApplicationError("The chosen categories hold no rows: nothing to drop.", field="categories")
+    what = ", ".join(f"{c.replace('_', ' ')} {n:,}" for c, n in dropped.items())
     lineage = {"operation": "cleaned", "quality_report": report.pk, "algorithm": report.algorithm,
-               "report_params": report.params, "categories": categories, "dropped": dropped,
+               "report_params": report.params, "categories": categories, "dropped": dropped, "summary": what,
                "dropped_indices": sorted(drop)[:1000], "at": timezone.now().isoformat()}
-    what = ", ".join(f"{CATEGORIES[c].split(':')[0].lower()} {n:,}" for c, n in dropped.items())
     return version_derive(source=source, user=user, drop=drop, lineage=lineage, action="dataset.clean",
                           summary=f"Cleaned {source} into a new version: dropped {len(drop):,} of "
                                   f"{source.row_count:,} rows ({what}) by quality report {report.pk}")

@@ -98,7 +98,10 @@ def scan(version: DatasetVersion, *, eval_versions: list[DatasetVersion], ngram:
                 if hit:
                     contaminated.append(index)
                     if len(contaminated_listed) < LISTED:
-                        contaminated_listed.append({"index": index, "eval_set": hit[0], "eval_index": hit[1],
+                        source_set = eval_versions[hit[0]]
+                        contaminated_listed.append({"index": index, "eval_version": source_set.pk,
+                                                    "eval_dataset_id": source_set.dataset_id,
+                                                    "eval_number": source_set.number, "eval_index": hit[1],
                                                     "matched": hit[2]})
         near.add([r[0] for r in rows], texts)
         seen += len(rows)
@@ -114,7 +117,8 @@ def scan(version: DatasetVersion, *, eval_versions: list[DatasetVersion], ngram:
     sections: dict[str, Any] = {}
     figures: dict[str, Any] = {}
     coverage = task_types.coverage(types)
-    coverage["examples"] = type_examples
+    for entry in coverage["table"]:
+        entry["examples"] = type_examples.get(entry["type"], [])
     sections["task_types"] = coverage
     figures["task_types"] = charts.bar({task_types.LABELS[t]: coverage["counts"][t] for t in task_types.TYPES},
                                        title="Rows per task type", xaxis="task type")
@@ -147,8 +151,11 @@ def scan(version: DatasetVersion, *, eval_versions: list[DatasetVersion], ngram:
         sections["length_bias"] = {**numbers["numbers"]["diff_chars"],
                                    "sampled_rows": numbers["numbers"]["sampled_rows"]}
     top_lang = max(langs, key=langs.get) if langs else languages.UNKNOWN
-    sections["languages"] = {"counts": dict(langs.most_common()), "names": {c: languages.name(c) for c in langs},
-                             "top": top_lang, "top_share": langs[top_lang] / total if langs else 0.0,
+    sections["languages"] = {"counts": dict(langs.most_common()), "top": top_lang,
+                             "top_name": languages.name(top_lang),
+                             "top_share": langs[top_lang] / total if langs else 0.0,
+                             "table": [{"code": c, "name": languages.name(c), "rows": n, "share": n / total}
+                                       for c, n in langs.most_common()],
                              "detector": languages.detector_name(), "rule": languages.rule()}
     figures["languages"] = charts.bar({f"{languages.name(c)} ({c})": n for c, n in langs.items()},
                                       title="Prompts per language", xaxis="language")

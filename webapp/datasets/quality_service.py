@@ -171,6 +171,13 @@ def report_latest(version: DatasetVersion) -> QualityReport | None:
     return version.quality_reports.filter(algorithm=ALGORITHM).order_by("-created_at", "-id").first()
 
 
+def report_find(*, version: DatasetVersion, eval_versions: Iterable = (), ngram=None, threshold=None
+                ) -> QualityReport | None:
+    """The report computed (or asked for) with these options under the current rules, if any."""
+    params, _ = report_params(version=version, eval_versions=eval_versions, ngram=ngram, threshold=threshold)
+    return version.quality_reports.filter(algorithm=ALGORITHM, params_key=params_key(params)).first()
+
+
 def report_get(version: DatasetVersion, report_id: int | str | None) -> QualityReport | None:
     try:
         pk = int(report_id) if report_id not in (None, "") else None

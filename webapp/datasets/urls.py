@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.datasets import views
+from webapp.datasets import quality_views, views
 
 urlpatterns = [
     path("", views.dataset_list, name="datasets"),
@@ -13,4 +13,9 @@ urlpatterns = [
     path("<int:dataset_id>/v<int:number>/rows/<int:index>/", views.row_detail, name="datasets-row"),
     path("<int:dataset_id>/v<int:number>/stats/", views.version_stats, name="datasets-stats"),
     path("<int:dataset_id>/v<int:number>/export/", views.version_export, name="datasets-export"),
+    path("<int:dataset_id>/v<int:number>/quality/", quality_views.quality_page, name="datasets-quality"),
+    path("<int:dataset_id>/v<int:number>/quality/<int:report_id>/status/", quality_views.quality_status,
+         name="datasets-quality-status"),
+    path("<int:dataset_id>/v<int:number>/quality/<int:report_id>/clean/", quality_views.quality_clean,
+         name="datasets-quality-clean"),
 ]

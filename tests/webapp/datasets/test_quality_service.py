@@ -50,7 +50,9 @@ def test_report_is_queued_runs_with_progress_and_is_cached(problems, evalset, en
     assert s["identical_pairs"]["whitespace"] == 1 and done.drops["identical_pairs"] == [3]
     assert done.drops["contaminated"] == [4]
     listed = s["contamination"]["listed"][0]
-    assert listed["index"] == 4 and listed["eval_index"] == 0 and s["contamination"]["eval_sets"][0]["id"] == evalset.pk
+    assert (listed["index"], listed["eval_version"], listed["eval_number"], listed["eval_index"]) == \
+        (4, evalset.pk, 1, 0)
+    assert listed["eval_dataset_id"] == evalset.dataset_id and s["contamination"]["eval_sets"][0]["id"] == evalset.pk
     counts = s["task_types"]["counts"]
     assert (counts["dialogue"], counts["math"], counts["instruction"], counts["code"]) == (1, 2, 12, 0)
     assert s["task_types"]["warning"].startswith("Instruction is 80% of the rows")

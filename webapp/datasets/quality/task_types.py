@@ -92,6 +92,7 @@ def coverage(counts: dict[str, int], dominant_share: float = DOMINANT_SHARE) -> 
     if total and shares[top] > dominant_share:
         warning = (f"{LABELS[top]} is {shares[top]:.0%} of the rows (over {dominant_share:.0%}): the set is not "
                    "diverse. A policy trained on it may lose ground on the other kinds of task.")
-    return {"counts": full, "shares": shares, "labels": LABELS, "total": total,
+    table = [{"type": t, "label": LABELS[t], "rows": full[t], "share": shares[t]} for t in TYPES]
+    return {"counts": full, "shares": shares, "labels": LABELS, "table": table, "total": total,
             "reasoning": full[MATH] + full[CODE], "dominant": top if warning else "", "warning": warning,
             "dominant_share": dominant_share, "rules": RULES}
