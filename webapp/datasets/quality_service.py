@@ -109,13 +109,13 @@ class _Tracker:
     """Throttled progress on the report row."""
 
     def __init__(self, report_id: int, callback: Callable[[float, str], None] | None = None):
-        self.report_id, self.callback, self.last = report_id, callback, 0.0
+        self.report_id, self.callback, self.last, self.phase = report_id, callback, 0.0, ""
 
     def __call__(self, fraction: float, phase: str, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self.last < 0.5:
-            return
-        self.last = now
+        if not force and phase == self.phase and now - self.last < 0.5:
+            return  # a new phase always shows
+        self.last, self.phase = now, phase
         QualityReport.objects.filter(pk=self.report_id).update(progress=round(fraction, 4), phase=phase,
                                                                updated_at=timezone.now())
         if self.callback:
