@@ -96,6 +96,14 @@ def run_reward_test(run_id: int) -> None:
     reward_test_run_execute(run_id=run_id)
 
 
+@shared_task(name=queue.RUN_REWARD_PROBES)
+def run_reward_probes(run_id: int) -> None:
+    """Run a reward version's probe suite in the sandbox; a redelivered or finished run does nothing."""
+    from webapp.rewards.probes import probe_run_execute
+
+    probe_run_execute(run_id=run_id)
+
+
 @shared_task(name=queue.DELIVER_NOTIFICATION, bind=True, max_retries=None)
 def deliver_notification(self, delivery_id: int) -> str:
     """Send one notification; a retryable failure comes back after an exponential backoff."""

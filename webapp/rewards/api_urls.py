@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.rewards import api
+from webapp.rewards import api, probe_api
 
 app_name = "rewards-api"
 
@@ -14,4 +14,10 @@ urlpatterns = [
     path("<int:pk>/versions/", api.RewardVersionListApi.as_view(), name="versions"),
     path("<int:pk>/versions/<int:number>/", api.RewardVersionDetailApi.as_view(), name="version"),
     path("<int:pk>/test-run/", api.RewardTestRunCreateApi.as_view(), name="test-run"),
+    path("<int:pk>/probes/", probe_api.ProbeListApi.as_view(), name="probe-list"),
+    path("<int:pk>/probes/scale/", probe_api.ProbeScaleApi.as_view(), name="probe-scale"),
+    path("<int:pk>/probes/<int:probe_id>/", probe_api.ProbeDetailApi.as_view(), name="probe-detail"),
+    path("<int:pk>/versions/<int:number>/probes/", probe_api.VersionProbesApi.as_view(), name="probes"),
+    path("<int:pk>/versions/<int:number>/probes/override/", probe_api.VersionProbeOverrideApi.as_view(),
+         name="probe-override"),
 ]

@@ -163,3 +163,36 @@ def _field_order(name: str) -> tuple[int, int]:
     parts = name.split("_")
     kind = {"fn": 0, "rm": 1}.get(parts[0], 2)
     return kind, int(parts[1]) if len(parts) > 2 and parts[1].isdigit() else 0
+
+
+class ProbeForm(forms.Form):
+    """An author's probe: one input of compute_score and the range its score must fall in."""
+
+    name = forms.CharField(max_length=100, label="Probe name")
+    solution_str = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), strip=False, required=False,
+                                   label="Response (solution_str)")
+    ground_truth = forms.CharField(required=False, strip=False, label="Ground truth")
+    data_source = forms.CharField(max_length=200, required=False, label="data_source")
+    extra_info = forms.JSONField(required=False, label="extra_info (JSON object)",
+                                 widget=forms.TextInput(attrs={"placeholder": "{}"}))
+    prompt = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False,
+                             label="Prompt (optional; the built-in echo probe repeats the first probe's)")
+    lo = forms.FloatField(required=False, label="Lowest expected score (lo)")
+    hi = forms.FloatField(required=False, label="Highest expected score (hi)")
+
+
+class ProbeOverrideForm(forms.Form):
+    version = forms.IntegerField(min_value=1, widget=forms.HiddenInput)
+    reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), max_length=2000,
+                             label="Why may this version launch despite its failing probes?")
+
+
+class ProbeScaleForm(forms.Form):
+    scale = forms.ChoiceField(label="Score scale", choices=[])
+    threshold = forms.FloatField(required=False, label="Threshold (another scale)")
+
+    def __init__(self, *args, **kwargs):
+        from training.reward_probes import SCALE_LABELS, SCALES
+
+        super().__init__(*args, **kwargs)
+        self.fields["scale"].choices = [(s, SCALE_LABELS[s]) for s in SCALES]

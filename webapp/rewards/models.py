@@ -13,6 +13,9 @@ class RewardFunction(TimeStampedModel):
     description = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    # what "scores low" means for the built-in probes (training.reward_probes.LowRule)
+    probe_scale = models.CharField(max_length=16, default="unit")
+    probe_threshold = models.FloatField(default=0.0)  # the "custom" scale: built-ins must score at most this
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "name"], name="unique_reward_name")]
@@ -141,3 +144,76 @@ class RewardTestRun(models.Model):
         else:
             traces = [{"name": "score", "scores": [r["score"] for r in self.results if r["score"] is not None]}]
         return {"traces": traces}
+
+
+class RewardProbe(models.Model):
+    """An author's probe of a reward function (every version is checked with it): one input and the
+    range its score must fall in. Editing the probes makes every version's stored verdict stale."""
+
+    function = models.ForeignKey(RewardFunction, on_delete=models.CASCADE, related_name="probes")
+    name = models.CharField(max_length=100)
+    prompt = models.TextField(blank=True)  # only shown, and echoed by the built-in "prompt echoed back"
+    solution_str = models.TextField(blank=True)
+    ground_truth = models.JSONField(default=str, blank=True)
+    data_source = models.CharField(max_length=200, blank=True)
+    extra_info = models.JSONField(default=dict, blank=True)
+    lo = models.FloatField(null=True, blank=True)
+    hi = models.FloatField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["function", "id"]
+
+    def __str__(self) -> str:
+        return f"probe {self.name} of {self.function.name}"
+
+
+class ProbeRunState(models.TextChoices):
+    QUEUED = "queued", "Probes pending"
+    RUNNING = "running", "Probes running"
+    PASSED = "passed", "Probes passed"
+    FAILED = "failed", "Probes failed"
+
+
+class RewardProbeRun(models.Model):
+    """One run of the probe suite on a version. `suite_sha` names the suite it ran (built-ins, the
+    author's probes, the low rule): a run of another suite is stale and does not count."""
+
+    version = models.ForeignKey(RewardVersion, on_delete=models.CASCADE, related_name="probe_runs")
+    suite_sha = models.CharField(max_length=64, db_index=True)
+    state = models.CharField(max_length=16, choices=ProbeRunState.choices, default=ProbeRunState.QUEUED)
+    trigger = models.CharField(max_length=32, blank=True)  # save, launch, probes changed, asked
+    results = models.JSONField(default=list, blank=True)
+    failed_count = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)  # the reward could not be loaded, or the sandbox failed
+    isolation = models.CharField(max_length=32, blank=True)
+    duration_ms = models.FloatField(default=0.0)
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    override_reason = models.TextField(blank=True)
+    overridden_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                      related_name="+")
+    overridden_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"probes of {self.version} ({self.state})"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.state in (ProbeRunState.QUEUED, ProbeRunState.RUNNING)
+
+    @property
+    def overridden(self) -> bool:
+        return self.state == ProbeRunState.FAILED and bool(self.override_reason)
+
+    @property
+    def failures(self) -> list[dict]:
+        return [r for r in self.results if not r.get("passed")]

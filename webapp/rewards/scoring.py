@@ -105,10 +105,11 @@ def _clip_extra(extra: dict) -> dict:
 
 
 def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sample_lib.Sample],
-                  on_progress: Callable[[int], None] | None = None) -> Scored:
+                  on_progress: Callable[[int], None] | None = None, limits=None) -> Scored:
     """Run `samples` through the sandbox in one batch and summarise; a load failure is reported, not raised.
 
-    `on_progress(done)` is called every PROGRESS_EVERY_S while results come in."""
+    `on_progress(done)` is called every PROGRESS_EVERY_S while results come in; `limits` (a SandboxLimits)
+    replaces the test-run limits (probes use shorter ones)."""
     from training.sandbox import RewardLoadError, RewardSandbox, SandboxError
 
     out = Scored(mode=mode)
@@ -116,7 +117,7 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
     scored = []
     try:
         # exact_timing: a test-run shows each sample's time, so an outlier must not hide in a group's mean
-        with RewardSandbox(source, name=entry_point, limits=sandbox_limits(),
+        with RewardSandbox(source, name=entry_point, limits=limits or sandbox_limits(),
                            hidden_paths=sandbox_hidden_paths(), exact_timing=True) as sandbox:
             out.isolation = sandbox.mode
             report_at = time.monotonic() + PROGRESS_EVERY_S

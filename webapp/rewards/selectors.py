@@ -72,3 +72,16 @@ def reward_templates() -> list[dict]:
 
 def reward_template_get(name: str) -> dict | None:
     return next((t for t in reward_templates() if t["name"] == name), None)
+
+
+def probe_panel(*, function: RewardFunction, version: RewardVersion | None, versions=()) -> dict:
+    """What the reward page shows about probes: the shown version's status and verdicts, the rule,
+    the author's probes; each of `versions` gets its status as `probe_state`."""
+    from webapp.rewards import probes
+
+    sha = probes.function_suite_sha(function)
+    status = probes.probe_status(version, sha) if version is not None else None
+    for v in versions:
+        v.probe_state = status if version is not None and v.pk == version.pk else probes.probe_status(v, sha)
+    return {"status": status, "run": status.run if status else None, "rule": probes.low_rule(function),
+            "author_probes": probes.author_probes(function)}

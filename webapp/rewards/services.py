@@ -18,6 +18,7 @@ from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.rewards.analysis import normalize_source, source_sha256
 from webapp.rewards.models import RewardFunction, RewardVersion
+from webapp.rewards.probes import probe_run_request
 
 SOURCE_MAX_CHARS = 200_000
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,99}$")
@@ -101,6 +102,7 @@ def reward_function_create(*, project: Project, user, name: str, source: str, de
                                            author=user)
     audit(actor=user, action="reward.create", project=project, obj=function,
           summary=f"Created reward function {name} (v1, {version.sha256[:12]})")
+    probe_run_request(version=version, trigger="save", user=user)
     return function
 
 
@@ -123,6 +125,7 @@ def reward_version_save(*, function: RewardFunction, user, source: str, message:
           summary=f"{function.name} v{number} ({sha[:12]}): {version.message}"[:500],
           before={"version": latest.number if latest else None, "sha256": latest.sha256 if latest else None},
           after={"version": number, "sha256": sha})
+    probe_run_request(version=version, trigger="save", user=user)
     return SaveOutcome(version=version, created=True, warnings=warnings)
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.rewards import views
+from webapp.rewards import probe_views, views
 
 app_name = "rewards"
 
@@ -12,4 +12,10 @@ urlpatterns = [
     path("<int:pk>/", views.reward_detail, name="detail"),
     path("<int:pk>/diff/", views.reward_diff, name="diff"),
     path("<int:pk>/test-run/", views.reward_test_run, name="test-run-create"),
+    path("<int:pk>/probes/", probe_views.probe_panel, name="probes"),
+    path("<int:pk>/probes/add/", probe_views.probe_add, name="probe-add"),
+    path("<int:pk>/probes/<int:probe_id>/remove/", probe_views.probe_remove, name="probe-remove"),
+    path("<int:pk>/probes/scale/", probe_views.probe_scale, name="probe-scale"),
+    path("<int:pk>/probes/run/", probe_views.probe_run, name="probe-run"),
+    path("<int:pk>/probes/override/", probe_views.probe_override, name="probe-override"),
 ]

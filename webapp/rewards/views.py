@@ -14,6 +14,7 @@ from webapp.core.services import ApplicationError
 from webapp.rewards import scoring, selectors, services
 from webapp.rewards.analysis import diff_lines, diff_stats
 from webapp.rewards.forms import RewardFunctionForm, RewardTestRunForm, RewardVersionForm
+from webapp.rewards.probe_views import probe_context
 
 
 @require_GET
@@ -95,6 +96,7 @@ def reward_detail(request, slug, pk):
         "isolation": scoring.isolation_summary(), "templates": selectors.reward_templates(),
         "api_test_run_url": reverse("rewards-api:test-run", kwargs={"slug": slug, "pk": function.pk}),
         "api_check_url": reverse("rewards-api:check", kwargs={"slug": slug}),
+        **probe_context(access=access, function=function, shown=shown, versions=versions),
     })
 
 

@@ -131,7 +131,8 @@ def job_create_child(*, parent: Job, checkpoint: Checkpoint, user, hp_overrides:
     plan = plan_job(project=parent.project, kind=parent.kind, backend=parent.backend, preset=parent.preset,
                     hp_overrides=hp_overrides, dataset_version=parent.dataset_version, reward_spec=parent.reward_spec,
                     base_model=parent.base_model, teacher_model=parent.teacher_model, pinned=pinned,
-                    include_unreviewed=bool(parent.config.get("include_unreviewed")), base_config=parent.config)
+                    include_unreviewed=bool(parent.config.get("include_unreviewed")), base_config=parent.config,
+                    check_probes=False)
     if plan.errors:
         raise JobValidationError(plan.errors, plan.warnings)
     job = _insert_job(plan=plan, user=user, name=f"{parent.name} ↳ {reason}@{checkpoint.step}", parent=parent,
@@ -348,7 +349,8 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
         plan = plan_job(project=job.project, kind=job.kind, backend=job.backend, preset=job.preset,
                         hp_overrides=hp_overrides, dataset_version=job.dataset_version, reward_spec=job.reward_spec,
                         base_model=job.base_model, teacher_model=job.teacher_model,
-                        pinned=Pinned(rows=[], manifest=job.data_manifest), base_config=job.config)
+                        pinned=Pinned(rows=[], manifest=job.data_manifest), base_config=job.config,
+                        check_probes=False)
         if plan.errors:
             raise JobValidationError(plan.errors, plan.warnings)
         before = {k: cfg.get_value(job.config, k) for k in cfg.flatten_overrides(hp_overrides) if k in cfg.BY_KEY}

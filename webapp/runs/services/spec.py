@@ -74,6 +74,17 @@ def _resolve_rewards(project, reward_spec: dict, errors: dict) -> tuple[dict, li
     return reward_spec, [versions[i] for i in ids], [models[i] for i in model_ids]
 
 
+def _check_probes(versions: list[RewardVersion], errors: dict, warnings: dict) -> None:
+    """Failing or pending probes refuse the launch (webapp.rewards.probes); overridden ones warn."""
+    from webapp.rewards.probes import probe_gate
+
+    refusals, notes = probe_gate(versions)
+    if refusals:
+        errors.setdefault("reward_spec", " ".join(refusals))
+    if notes:
+        warnings["reward_probes"] = " ".join(notes)
+
+
 @lru_cache(maxsize=8)
 def _tokenizer(path: str, mtime: float):
     from training.models import load_tokenizer
@@ -94,13 +105,16 @@ def model_tokenizer(model: ModelEntry | None):
 def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dict | None,
              dataset_version: DatasetVersion | None, reward_spec: Any, base_model: ModelEntry | None,
              teacher_model: ModelEntry | None = None, include_unreviewed: bool = False,
-             pinned: Pinned | None = None, base_config: dict | None = None) -> JobPlan:
+             pinned: Pinned | None = None, base_config: dict | None = None, check_probes: bool = True) -> JobPlan:
     """Validate every input of a launch; errors are keyed by form field (see config.resolve_config).
 
     `base_config` (a job's stored config) replaces the preset as the starting point: used by
     resume, rollback and clone so that the job keeps its settings plus the given edits.
+    `check_probes`: the reward versions' probes must pass (or be overridden); they run now when they have
+    not run yet. Resume and rollback continue a job launched with those versions and skip it.
     """
     errors: dict[str, str] = {}
+    warnings_before: dict[str, str] = {}
     reward_spec = normalize_reward_spec(reward_spec)
     if dataset_version is None:
         errors["dataset_version"] = "Choose a dataset version."
@@ -124,6 +138,8 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
         reward_spec = {"shaping": reward_spec["shaping"], "components": []}  # a reward model job trains one
     else:
         reward_spec, versions, models = _resolve_rewards(project, reward_spec, errors)
+        if versions and check_probes:
+            _check_probes(versions, errors, warnings_before)
     if pinned is None and "dataset_version" not in errors:
         pinned = select_rows(dataset_version, include_unreviewed)
     context: dict[str, Any] = {"has_reward": bool(versions or models) or bool(errors.get("reward_spec")),
@@ -144,6 +160,7 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
         cfg_errors["human_eval"] = "Human evaluation schedule: choose a ready dataset version of this project."
     for key, message in cfg_errors.items():
         errors.setdefault(key, message)
+    warnings = {**warnings_before, **warnings}
     return JobPlan(project=project, kind=kind, backend=backend, preset=preset, config=config, errors=errors,
                    warnings=warnings, reward_spec=reward_spec, dataset_version=dataset_version, base_model=base_model,
                    teacher_model=teacher_model if kind == "distill" else None,

@@ -131,6 +131,28 @@
     drawHistograms(fresh);
   }
 
+  // Probes run on a worker after a save: follow them, then show the verdicts in place of "probes pending".
+  async function followProbes() {
+    const section = document.querySelector('[data-probes-follow]');
+    if (!section) return;
+    let wait = 300;
+    for (let i = 0; i < 300; i++) {
+      await new Promise((resolve) => setTimeout(resolve, wait));
+      wait = Math.min(2000, wait + 200);
+      let status;
+      try { status = await window.wb.get(section.getAttribute('data-probes-follow')); } catch (e) { continue; }
+      if (status.state !== 'pending') break;
+    }
+    const resp = await fetch(section.getAttribute('data-probes-fragment'), {credentials: 'same-origin'});
+    if (!resp.ok) return;
+    const holder = document.createElement('div');
+    holder.innerHTML = await resp.text();
+    const fresh = holder.querySelector('section');
+    section.replaceWith(fresh);
+    window.wb.localTimes(fresh);
+    if (fresh.hasAttribute('data-probes-follow')) followProbes();
+  }
+
   function setupTestRun(cm) {
     const form = document.getElementById('test-run-form');
     if (!form) return;
@@ -237,6 +259,7 @@
     setupTemplates(main);
     drawHistograms(document);
     followShownTestRun();
+    followProbes();
     window.wbRewards = {editors, markLines, drawHistograms};
   });
 })();

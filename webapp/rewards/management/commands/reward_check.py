@@ -1,8 +1,12 @@
 """`python manage.py reward_check REWARD_FILE --dataset DATASET [--project SLUG] [--limit N] [--responses FILE]`
+`python manage.py reward_check REWARD_FILE --probes [--probe-file PROBES.json] [--scale unit|signed|custom]`
 
 Checks a reward file (syntax, signature), scores it in the sandbox on the first N rows of a dataset
 version or on pasted responses, and prints the results as JSON. Nothing is stored. Exit status 1
 when the file cannot be checked or loaded; scoring errors of single samples are in the JSON.
+With --probes it runs the probe suite instead (webapp.rewards.probes: the built-ins that must score
+low, plus the probes of --probe-file, a JSON list of {name, solution_str, ground_truth, lo, hi, ...});
+exit status 1 when a probe fails.
 """
 from __future__ import annotations
 
@@ -60,6 +64,13 @@ class Command(BaseCommand):
         parser.add_argument("--responses", help="a file of responses (one per line, or JSON); '-' reads stdin")
         parser.add_argument("--name", default="compute_score", help="the function to call (default compute_score)")
         parser.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+        parser.add_argument("--probes", action="store_true", help="run the probe suite instead of a test-run")
+        parser.add_argument("--probe-file", help="your probes: a JSON list of {name, solution_str, ground_truth, "
+                                                 "data_source, extra_info, prompt, lo, hi}")
+        parser.add_argument("--scale", choices=["unit", "signed", "custom"], default="unit",
+                            help="unit: built-ins must score below 0.5; signed: at most 0; custom: at most "
+                                 "--threshold")
+        parser.add_argument("--threshold", type=float, default=0.0, help="the custom scale's threshold")
 
     def handle(self, *args, **opts):
         path = Path(opts["reward_file"])
@@ -67,6 +78,8 @@ class Command(BaseCommand):
             source = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"Cannot read {path}: {exc}") from None
+        if opts["probes"]:
+            return self._probes(path, source, opts)
         responses = ""
         if opts["responses"]:
             try:
@@ -88,3 +101,26 @@ class Command(BaseCommand):
         if not result["ok"]:
             line = f" (line {result['error_lineno']})" if result["error_lineno"] else ""
             raise CommandError(result["error"] + line)
+
+    def _probes(self, path: Path, source: str, opts) -> None:
+        from webapp.rewards.probes import probe_file_check
+
+        own = []
+        if opts["probe_file"]:
+            try:
+                own = json.loads(Path(opts["probe_file"]).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise CommandError(f"Cannot read the probe file: {exc}") from None
+            if not isinstance(own, list):
+                raise CommandError("The probe file must hold a JSON list of probes.")
+        try:
+            result = probe_file_check(source=source, entry_point=opts["name"], probes=own, scale=opts["scale"],
+                                      threshold=opts["threshold"])
+        except SourceError as exc:
+            raise CommandError(f"{path}: {exc.message}") from None
+        except ApplicationError as exc:
+            raise CommandError(exc.message) from None
+        self.stdout.write(json.dumps(result, indent=opts["indent"] or None, default=str))
+        if not result["ok"]:
+            failing = [f"{r['name']} ({r['reason']})" for r in result["results"] if not r["passed"]]
+            raise CommandError(f"{len(failing)} probe(s) fail: " + "; ".join(failing))
