@@ -13,7 +13,7 @@ from webapp.core.api import application_error_response
 from webapp.core.models import Role
 from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
-from webapp.monitoring import charts, selectors, services
+from webapp.monitoring import charts, compare, selectors, services
 from webapp.monitoring.models import HumanEvalItem
 from webapp.monitoring.services.stall import stall_status
 from webapp.runs.models import Job
@@ -216,10 +216,10 @@ class CompareApi(APIView):
             return Response({"detail": "Pick at least one run and a metric."}, status=400)
         if len(ids) > 20:
             return Response({"detail": "Compare at most 20 runs at once."}, status=400)
-        jobs = list(Job.objects.filter(project=access.project, pk__in=ids).order_by("pk"))
+        jobs = compare.load_jobs(access.project, ids)
         if len(jobs) != len(set(ids)):
             return Response({"detail": "Some of those runs do not exist in this project."}, status=404)
-        return Response({"name": name, "runs": selectors.compare_series(jobs, name)})
+        return Response({"name": name, "runs": selectors.compare_series(jobs, name, labels=compare.labels_for(jobs))})
 
 
 class VerdictSerializer(serializers.Serializer):

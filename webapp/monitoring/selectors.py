@@ -147,12 +147,15 @@ def metric_series(job: Job, query: SeriesQuery) -> dict[str, Any]:
     return {"series": out, "last_step": last_step}
 
 
-def compare_series(jobs: Iterable[Job], name: str, max_points: int = DEFAULT_POINTS) -> list[dict[str, Any]]:
-    """The same metric for several jobs (overlaid on one chart)."""
+def compare_series(jobs: Iterable[Job], name: str, max_points: int = DEFAULT_POINTS,
+                   labels: dict[int, str] | None = None) -> list[dict[str, Any]]:
+    """The same metric for several jobs (overlaid on one chart); `labels` name each run by what sets it
+    apart (webapp.monitoring.compare.legend_labels)."""
     result = []
     for job in jobs:
         data = metric_series(job, SeriesQuery(names=[name], max_points=max_points))["series"][name]
-        result.append({"job": job.pk, "label": f"#{job.pk} {job.name}", "state": job.state, **data})
+        label = (labels or {}).get(job.pk) or f"#{job.pk} {job.name}"
+        result.append({"job": job.pk, "label": label, "name": job.name, "state": job.state, **data})
     return result
 
 

@@ -9,11 +9,13 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from training.winrate import TIE_RULE
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
 from webapp.monitoring import selectors, services
+from webapp.monitoring.compare import compare_table, load_jobs
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
 from webapp.monitoring.models import CheckpointExport, HumanEvalTask
 from webapp.runs.models import Job
@@ -179,9 +181,11 @@ def compare(request, slug):
     name = request.GET.get("name") or ("critic/score/mean" if "critic/score/mean" in names else
                                        (names[0] if names else ""))
     compare_config = {"api": f"/api/projects/{slug}/monitor/compare/", "jobs": selected, "name": name}
+    table = compare_table(load_jobs(access.project, selected)) if selected else None
     return render(request, "monitoring/compare.html", {
         "project": access.project, "access": access, "jobs": jobs, "selected": selected, "names": names,
-        "name": name, "compare_config": compare_config})
+        "name": name, "compare_config": compare_config, "table": table, "tie_rule": TIE_RULE,
+        "is_win_rate": "win_rate" in name})
 
 
 def human_eval_list(request, slug):

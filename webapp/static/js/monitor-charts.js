@@ -154,7 +154,7 @@
       const n = at(s.count);
       const text = partsText({step: [last]}, get, s)[0];
       const note = precisionNote(n, at(s.band[0]), at(s.band[1]), chart.wide);
-      parts.push(`${s.label} at step ${last}: ${Math.round(rate.value[rate.value.length - 1] * 1000) / 10}% (${text}).${note ? ' ' + note : ''}`);
+      parts.push(`Latest ${s.label} (step ${last}): ${Math.round(rate.value[rate.value.length - 1] * 1000) / 10}% (${text}).${note ? ' ' + note : ''}`);
     });
     return parts.join(' ');
   }
