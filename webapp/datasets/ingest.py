@@ -14,6 +14,7 @@ import orjson
 from django.db import connection, transaction
 from django.db.models import Count
 
+from webapp.datasets.fastrows import LINE_COLUMNS, copy_line
 from webapp.datasets.models import DatasetRow, Split
 from webapp.datasets.shapes import Row
 
@@ -22,25 +23,22 @@ _COPY_COLUMNS = ("version_id", "index", "source_line", "split", "data_source", "
                  "prompt_chars", "chosen_chars", "rejected_chars", "row_hash")
 
 
-def _table_columns() -> tuple[str, str]:
+def _table_columns(columns: tuple[str, ...] = _COPY_COLUMNS) -> tuple[str, str]:
     table = connection.ops.quote_name(DatasetRow._meta.db_table)
-    return table, ", ".join(connection.ops.quote_name(c) for c in _COPY_COLUMNS)
+    return table, ", ".join(connection.ops.quote_name(c) for c in columns)
 
 
-def _copy(conn, sql: str, batch: list[tuple], queued: bool = False) -> None:
-    from psycopg.copy import QueuedLibpqWriter
-
-    with conn.cursor() as cursor:
-        raw = cursor.cursor  # the psycopg cursor under Django's wrapper
-        # A queued writer sends from a thread, so the server ingests while this thread formats rows.
-        with raw.copy(sql, writer=QueuedLibpqWriter(raw) if queued else None) as copy:
-            for values in batch:
-                copy.write_row(values)
+def _copy(conn, sql: str, data: bytes) -> None:
+    """COPY one batch of ready-made text lines (`fastrows.copy_line`)."""
+    with conn.cursor() as cursor, cursor.cursor.copy(sql) as copy:  # the psycopg cursor under Django's
+        copy.write(data)
 
 
 class _CopyWorkers:
     """Threads with their own PostgreSQL connections, each COPYing whole batches: the server's work
-    (parsing, TOAST, five indexes) runs on several cores while the caller keeps reading the file."""
+    (parsing, TOAST, five indexes) runs on several cores while the caller keeps reading the file.
+    The batches arrive as bytes in COPY's text format, so sending them costs these threads almost no
+    time under the GIL."""
 
     def __init__(self, sql: str, workers: int):
         self.sql = sql
@@ -54,8 +52,7 @@ class _CopyWorkers:
         from django.db import connection as conn  # this thread's own connection
 
         try:
-            with conn.cursor() as cursor:
-                cursor.execute("SET synchronous_commit TO OFF")
+            _session_settings(conn)
             while (batch := self.queue.get()) is not None:
                 if not self.errors:
                     try:
@@ -69,7 +66,7 @@ class _CopyWorkers:
         finally:
             conn.close()
 
-    def put(self, batch: list[tuple]) -> None:
+    def put(self, batch: bytes) -> None:
         if self.errors:
             raise self.errors[0]
         self.queue.put(batch)
@@ -86,20 +83,22 @@ class _CopyWorkers:
 class RowWriter:
     """Buffer rows and write them in batches; use as a context manager (it waits for the writes).
 
-    Rows go in as plain tuples through the driver (COPY on PostgreSQL, executemany on SQLite): the
-    ORM's per-object work (and, under DEBUG, its SQL logging) cost more than the database itself.
-    Inside a transaction (tests) PostgreSQL rows use the caller's connection, since other
-    connections could not see the uncommitted version they belong to.
+    On PostgreSQL rows go in as lines of COPY text built here (`fastrows.copy_line`); elsewhere as plain
+    tuples through the driver (executemany on SQLite): the ORM's per-object work (and, under DEBUG,
+    its SQL logging) cost more than the database itself. Inside a transaction (tests) PostgreSQL rows
+    use the caller's connection, since other connections could not see the uncommitted version they
+    belong to.
     """
 
-    def __init__(self, version_id: int, batch_size: int = 5000, workers: int = 2):
+    def __init__(self, version_id: int, batch_size: int = 2000, workers: int = 2):
         self.version_id = version_id
         self.batch_size = batch_size
         self.vendor = connection.vendor
-        self.buffer: list[tuple] = []
+        self.buffer: list = []
         self.written = 0
-        table, cols = _table_columns()
+        table, cols = _table_columns(LINE_COLUMNS)
         self.sql = f"COPY {table} ({cols}) FROM STDIN"
+        table, cols = _table_columns()
         self.insert_sql = f"INSERT INTO {table} ({cols}) VALUES ({', '.join('?' * len(_COPY_COLUMNS))})"
         self.workers = None
         if self.vendor == "postgresql" and workers > 0 and not connection.in_atomic_block:
@@ -117,6 +116,11 @@ class RowWriter:
                     raise
 
     def add(self, row: Row, index: int, source_line: int, split: str) -> None:
+        if self.vendor == "postgresql":
+            self.buffer.append(copy_line(self.version_id, index, source_line, split, row))
+            if len(self.buffer) >= self.batch_size:
+                self.flush()
+            return
         j = row.json
         self.buffer.append((
             self.version_id, index, source_line, split, row.data_source, row.ability,
@@ -131,9 +135,9 @@ class RowWriter:
         if not self.buffer:
             return
         if self.workers is not None:
-            self.workers.put(self.buffer)
+            self.workers.put(b"".join(self.buffer))
         elif self.vendor == "postgresql":
-            _copy(connection, self.sql, self.buffer, queued=True)
+            _copy(connection, self.sql, b"".join(self.buffer))
         elif self.vendor == "sqlite":
             with transaction.atomic(), connection.cursor() as cursor:  # one commit per buffer
                 cursor.cursor.executemany(self.insert_sql, self.buffer)
@@ -166,13 +170,24 @@ def fast_commits():
     if connection.vendor != "postgresql":
         yield
         return
-    with connection.cursor() as cursor:
-        cursor.execute("SET synchronous_commit TO OFF")
+    _session_settings(connection)
     try:
         yield
     finally:
         with connection.cursor() as cursor:
             cursor.execute("RESET synchronous_commit")
+            cursor.execute("RESET default_toast_compression")
+
+
+def _session_settings(conn) -> None:
+    """No fsync wait at each batch commit; long values compressed with LZ4 where the server has it
+    (several times faster than the default pglz, and the table's reads decompress either)."""
+    with conn.cursor() as cursor:
+        cursor.execute("SET synchronous_commit TO OFF")
+        cursor.execute("SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' "
+                       "AND 'lz4' = ANY(enumvals)")
+        if cursor.fetchone():  # a server built without LZ4 keeps its default
+            cursor.execute("SET default_toast_compression TO lz4")
 
 
 def reset_split(version_id: int) -> None:

@@ -29,6 +29,7 @@ from webapp.core.audit import audit
 from webapp.core.queue import INGEST_DATASET, enqueue
 from webapp.core.services import ApplicationError
 from webapp.datasets import ingest
+from webapp.datasets.fastrows import plain_normalizer
 from webapp.datasets.models import Dataset, DatasetImport, DatasetKind, DatasetVersion, ImportStatus, VersionStatus
 from webapp.datasets.parsing import FileError, Source, check_size, open_source, peek
 from webapp.datasets.shapes import Row, RowError, Shape, check_column_map, detect_shape, normalize
@@ -235,6 +236,7 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
     prefixes = array("Q")  # 64 bits of each row hash: duplicates are found from these at the end
     read = good = 0
     counts = {"train": 0, "val": 0}
+    plain = plain_normalizer(shape, max_chars)  # plain rows skip the checks only odd rows need
     tracker(0.0, "reading", force=True)
     try:
         with ingest.fast_commits(), ingest.RowWriter(version.pk) as writer:
@@ -244,10 +246,12 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
                 if rec.error:
                     errors.add(rec.number, rec.line, "", rec.error)
                 else:
-                    try:
-                        row = normalize(rec.data, shape, max_chars)
-                    except RowError as exc:
-                        errors.add(rec.number, rec.line, exc.field, exc.reason)
+                    row = plain(rec.data) if plain is not None else None
+                    if row is None:
+                        try:
+                            row = normalize(rec.data, shape, max_chars)
+                        except RowError as exc:
+                            errors.add(rec.number, rec.line, exc.field, exc.reason)
                 if errors.count and not skip:
                     writer.discard()  # all-or-nothing: keep reading only to report every bad row
                 elif row is not None:

@@ -1,0 +1,133 @@
+"""The plain-row fast path of an import, and the PostgreSQL COPY line of a row (no ORM here).
+
+Most rows of most files are plain: text prompt, text responses or a text ground truth, short
+metadata, no odd columns. `plain_normalizer(shape, max_chars)` returns a function that turns such a
+record into exactly the `Row` that `shapes.normalize` returns, doing only the checks that can fail for
+plain text. For anything else (message lists, blank or over-long values, numbers where text belongs,
+identical responses, NUL characters...) it returns None and the caller runs `normalize`, which gives
+the verdict and the exact reason. The fast path never rejects a row, so every error a user sees is
+normalize's, and a row it accepts is one normalize accepts, byte for byte (tests compare the two).
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from webapp.datasets.shapes import _DUMP, SPLIT_VALUES, Row, RowError, Shape, _extra
+
+PlainNormalizer = Callable[[dict[str, Any]], "Row | None"]
+_sha256 = hashlib.sha256
+_dumps = orjson.dumps
+
+
+def _plain(value: Any) -> bool:
+    """Non-blank text that is not a message list written as JSON text (those take the full path)."""
+    return type(value) is str and value != "" and not value.isspace() and not value.lstrip().startswith("[{")
+
+
+def plain_normalizer(shape: Shape, max_chars: int) -> PlainNormalizer | None:
+    """The fast path for this shape, or None when the shape has no plain case (VERL, HH-RLHF, messages)."""
+    if shape.name not in ("trl_standard", "prompts"):
+        return None
+    fm = shape.field_map
+    if any("." in source for source in fm.values()):
+        return None  # dotted paths into objects: the full lookup
+    preference = shape.kind == "preference"
+    p_key, c_key, r_key = fm.get("prompt"), fm.get("chosen"), fm.get("rejected")
+    gt_key = fm.get("ground_truth") if shape.has_ground_truth and not preference else None
+    ds_key, ab_key, split_key = fm.get("data_source"), fm.get("ability"), fm.get("split")
+    used = shape.used_columns
+    mapped_extra = "extra_info" in fm
+    if p_key is None or (preference and (c_key is None or r_key is None)):
+        return None
+
+    def plain_row(data: dict[str, Any]) -> Row | None:
+        get = data.get
+        prompt = get(p_key)
+        if not _plain(prompt) or len(prompt) > max_chars:
+            return None
+        if preference:
+            chosen, rejected = get(c_key), get(r_key)
+            if not (_plain(chosen) and _plain(rejected)) or len(chosen) > max_chars or len(rejected) > max_chars:
+                return None
+            ground_truth = ""
+        else:
+            chosen = rejected = None
+            ground_truth = get(gt_key) if gt_key is not None else ""
+            if type(ground_truth) is not str or len(ground_truth) > max_chars:
+                return None
+            if gt_key is not None and (ground_truth == "" or ground_truth.isspace()):
+                return None
+        data_source = get(ds_key) if ds_key is not None else None
+        if data_source is None:
+            data_source = ""
+        elif type(data_source) is not str or len(data_source) > 200:
+            return None
+        ability = get(ab_key) if ab_key is not None else None
+        if ability is None:
+            ability = ""
+        elif type(ability) is not str or len(ability) > 100:
+            return None
+        split = None
+        if split_key is not None:
+            split = SPLIT_VALUES.get(get(split_key)) if type(get(split_key)) is str else None
+            if split is None:
+                return None
+        if not mapped_extra and used.issuperset(data):
+            extra: dict[str, Any] = {}
+            extra_json = b"{}"
+        else:
+            try:
+                extra = _extra(data, shape)
+                extra_json = _dumps(extra, option=_DUMP, default=str)
+            except (RowError, TypeError):
+                return None
+            if extra_json != b"{}":
+                extra = orjson.loads(extra_json)
+        prompt_json = _dumps(prompt)
+        chosen_json, rejected_json = _dumps(chosen), _dumps(rejected)
+        pair = b"\x1f".join((prompt_json, chosen_json, rejected_json, ground_truth.encode()))
+        canonical = b"\x1f".join((pair, data_source.encode(), ability.encode(), extra_json))
+        if b"\\u0000" in canonical or "\x00" in data_source or "\x00" in ability or "\x00" in ground_truth:
+            return None
+        if preference and chosen_json == rejected_json:
+            return None
+        return Row(prompt=prompt, chosen=chosen, rejected=rejected, ground_truth=ground_truth,
+                   data_source=data_source, ability=ability, extra_info=extra, split=split, prompt_text=prompt,
+                   chosen_text=chosen or "", rejected_text=rejected or "", row_hash=_sha256(pair).hexdigest(),
+                   json={"prompt": prompt_json.decode(), "chosen": chosen_json.decode(),
+                         "rejected": rejected_json.decode(), "extra_info": extra_json.decode()},
+                   canonical=canonical)
+
+    return plain_row
+
+
+# ---- PostgreSQL COPY text lines ------------------------------------------------------------------------
+
+# The column order of `copy_line`; the JSON and text columns come last, each escaped as a group.
+LINE_COLUMNS = ("version_id", "index", "source_line", "split", "prompt_chars", "chosen_chars", "rejected_chars",
+                "row_hash", "prompt", "chosen", "rejected", "extra_info", "data_source", "ability",
+                "ground_truth", "prompt_text", "chosen_text", "rejected_text")
+
+
+def copy_line(version_id: int, index: int, source_line: int, split: str, row: Row) -> bytes:
+    """One row in COPY's text format, built with a few C-level string passes instead of per-field calls.
+
+    No stored text holds a NUL (normalize rejects it), so NUL separates the text fields while the whole
+    group is escaped at once (backslash, newline, carriage return, tab), and then becomes the tab.
+    JSON text never holds raw control characters, so its only escape is the backslash.
+    """
+    j = row.json
+    texts = "\x00".join((row.data_source, row.ability, row.ground_truth, row.prompt_text, row.chosen_text,
+                         row.rejected_text))
+    texts = (texts.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+             .replace("\x00", "\t"))
+    prompt = j["prompt"].replace("\\", "\\\\") if row.prompt is not None else "\\N"
+    chosen = j["chosen"].replace("\\", "\\\\") if row.chosen is not None else "\\N"
+    rejected = j["rejected"].replace("\\", "\\\\") if row.rejected is not None else "\\N"
+    return (f"{version_id}\t{index}\t{source_line}\t{split}\t{len(row.prompt_text)}\t{len(row.chosen_text)}\t"
+            f"{len(row.rejected_text)}\t{row.row_hash}\t{prompt}\t{chosen}\t{rejected}\t"
+            f"{j['extra_info'].replace(chr(92), chr(92) * 2)}\t{texts}\n").encode()
