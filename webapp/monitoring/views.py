@@ -195,7 +195,8 @@ def human_eval_list(request, slug):
     for task in tasks[:100]:
         summary = selectors.human_eval_summary(task)
         mine = task.items.filter(verdicts__reviewer=request.user).count()
-        rows.append({"task": task, "summary": summary, "mine": mine})
+        rows.append({"task": task, "summary": summary, "mine": mine,
+                     "assigned": task.assignees.filter(pk=request.user.pk).exists()})
     return render(request, "monitoring/human_eval_list.html", {"project": access.project, "access": access,
                                                                "rows": rows})
 

@@ -1,0 +1,100 @@
+"""Periodic human evaluation from the browser: an engineer schedules it on the New job form; a reviewer
+judges the scheduled task blind with the keyboard; the run page draws the result on the win-rate chart
+and flags the reward that rose while people preferred the older checkpoint."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from tests.browser.browser_helpers import PASSWORD, seed_project
+from tests.browser_support import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_schedule_on_the_job_form(page, live_server, project, engineer, tmp_path):
+    from webapp.runs.models import Job
+
+    engineer.set_password(PASSWORD)
+    engineer.save()
+    seeded = seed_project(project, engineer, tmp_path)
+    login(page, live_server, engineer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
+    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
+        select = page.get_by_label(label, exact=True)
+        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
+    page.get_by_label("exact-match weight").fill("1")
+    card = page.locator("#human-eval-card")
+    card.get_by_label("Every N checkpoints").fill("2")
+    card.get_by_label("Compare with").select_option("base")
+    card.get_by_label("Number of prompts").fill("6")
+    card.get_by_label("Flag when the reward rose by more than").fill("0.15")
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.get_by_role("button", name="Review the configuration").click()
+    page.wait_for_selector("text=Review before launch")
+    page.get_by_role("button", name="Launch", exact=True).click()
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+    job = Job.objects.exclude(pk=seeded.job.pk).get(project=project)
+    assert job.config["human_eval"] == {"every": 2, "against": "base", "items": 6, "split": "val",
+                                        "reward_rise": 0.15}
+
+
+def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_server, project, engineer, reviewer,
+                                                                     shot, tmp_path):
+    from pathlib import Path
+
+    from webapp.monitoring.models import HumanEvalItem, HumanEvalTask
+    from webapp.monitoring.services import schedule_process
+    from webapp.monitoring.services.periodic import fill_scheduled
+    from webapp.runs.models import Checkpoint
+
+    reviewer.set_password(PASSWORD)
+    reviewer.save()
+    seeded = seed_project(project, engineer, tmp_path)
+    job = seeded.job
+    job.config = {**job.config, "human_eval": {"every": 2, "items": 6, "reward_rise": 0.1}}
+    job.save(update_fields=["config"])
+    step20 = Path(job.run_dir) / "checkpoints" / "global_step_20"
+    (step20 / "model").mkdir(parents=True)
+    (step20 / "model" / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    Checkpoint.objects.create(job=job, step=20, path=str(step20), size_bytes=4096)
+    val = Path(job.run_dir) / "data" / "val.jsonl"
+    val.parent.mkdir(parents=True, exist_ok=True)
+    val.write_text("".join(json.dumps({"prompt": f"{i}+{i}="}) + "\n" for i in range(6)))
+    (task,) = schedule_process(job)  # what the job_synced hook does when checkpoint 20 appears
+    assert (task.checkpoint.step, task.opponent) == (20, "step 10")
+    fill_scheduled(task, [{"prompt": f"{i}+{i}=", "a": f"new answer {i}", "b": f"old answer {i}"} for i in range(6)])
+
+    login(page, live_server, reviewer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/{project.slug}/monitor/human-evals/")
+    row = page.locator("tr", has_text=f"#{task.pk}")
+    assert "assigned to you" in row.inner_text()
+    row.get_by_role("link", name="Review").click()
+    for _ in range(6):  # blind: the reviewer prefers the older checkpoint's answer, wherever it is shown
+        page.wait_for_selector("#he-item")
+        item = HumanEvalItem.objects.get(pk=int(page.locator("#he-item").get_attribute("data-item")))
+        old_side = "b" if item.policy_side == "a" else "a"
+        assert "old answer" in page.locator("#he-a" if old_side == "a" else "#he-b").locator("..").inner_text()
+        page.keyboard.press("1" if old_side == "a" else "2")
+        page.wait_for_function("(id) => { const el = document.getElementById('he-item'); "
+                               "return !el || el.dataset.item !== id; }", arg=str(item.pk))
+    page.wait_for_selector("text=You have judged every item")
+
+    task.refresh_from_db()
+    assert task.gap["flagged"]
+    page.goto(f"{live_server.url}/p/{project.slug}/jobs/{job.pk}/")
+    flag = page.locator(".mon-gap-flag")
+    flag.wait_for()
+    text = flag.inner_text()
+    assert "Reward may be hacked" in text and "step 20" in text and "step 10" in text and "0%" in text
+    assert "wholly below 0.5" in page.locator("[data-gap-rule]").inner_text()  # the rule is stated
+    page.wait_for_function("document.getElementById('chart-win_rate') && "
+                           "(document.getElementById('chart-win_rate').data || []).some((t) => t.name === 'human')")
+    human = page.evaluate("document.getElementById('chart-win_rate').data.find((t) => t.name === 'human')")
+    assert human["x"] == [20] and human["y"] == [0]
+    assert "vs step 10" in human["customdata"][0][1] and "REWARD MAY BE HACKED" in human["customdata"][0][1]
+    shot(page, "reward-gap-flag")
+    assert HumanEvalTask.objects.get(pk=task.pk).flagged_at is not None
+
