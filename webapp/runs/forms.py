@@ -118,7 +118,8 @@ class JobForm(forms.Form):
         self.fields["he_against"] = forms.ChoiceField(
             choices=[("previous", "the previous evaluated checkpoint"), ("base", "the base model")], required=False,
             label="Compare with")
-        self.fields["he_items"] = forms.IntegerField(required=False, min_value=1, max_value=200, label="Number of prompts")
+        self.fields["he_items"] = forms.IntegerField(required=False, min_value=1, max_value=200,
+                                                     label="Number of prompts")
         self.fields["he_dataset_version"] = _VersionChoice(
             queryset=DatasetVersion.objects.filter(dataset__project=project, status=VersionStatus.READY)
             .select_related("dataset").order_by("dataset__name", "-number"), required=False,
