@@ -64,6 +64,14 @@ def evaluate_checkpoint(evaluation_id: int) -> None:
     evaluation_run(evaluation_id=evaluation_id)
 
 
+@shared_task(name=queue.GENERATE_ARENA)
+def generate_arena(arena_id: int) -> None:
+    """Both sides of an arena answer its prompts; generation runs in a subprocess (models load there)."""
+    from webapp.monitoring.services.arena import arena_generate
+
+    arena_generate(arena_id=arena_id)
+
+
 @shared_task(name=queue.EXPORT_CHECKPOINT)
 def export_checkpoint(export_id: int) -> None:
     """Zip a checkpoint as a Hugging Face folder (merging LoRA when asked); a redelivery does nothing."""

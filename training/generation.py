@@ -192,6 +192,10 @@ def load_generator(model_path: str | Path, *, engine: str = "auto", device: str 
                 raise GenerationError(str(exc)) from None
             model, _ = load_model_and_tokenizer(weights, dev, dtype if dev.type != "cpu" else "float32",
                                                 adapter_path=adapter)
+            if dev.type == "cpu":
+                from training.local.common import set_threads
+
+                set_threads(model)  # one thread for tiny models: much faster on busy shared cores
             gen = TransformersGenerator(model.eval(), load_tokenizer(tok_dir), batch_size=batch_size)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -380,7 +380,7 @@ def _check_context(kind: str, backend: str, config: dict, ctx: dict, errors: dic
                                             "review more pairs or include unreviewed ones.")
         elif "batch_size" not in errors and hp["batch_size"] > n_train:
             warnings["batch_size"] = (f"Batch size {hp['batch_size']} is larger than the {n_train} training rows; "
-                                      f"VERL lowers it to {n_train} (one step per epoch).")
+                                      f"the trainer lowers it to {n_train} (one step per epoch).")
     if backend == "verl" and ctx.get("n_val_rows") == 0:
         _err(errors, "dataset_version", "VERL needs validation rows: this dataset version has none.")
     if ctx.get("longest_prompt"):

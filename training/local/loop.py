@@ -155,7 +155,10 @@ def restore(job: Job, algo: Algorithm, sampler: EpochSampler) -> tuple[int, dict
 def run_loop(job: Job, algo: Algorithm, n_rows: int, logger: MetricsLogger) -> int:
     """Train to the end; returns the last step. Resumed runs continue at step N+1 with the saved RNG."""
     hp = job.hp
-    sampler = EpochSampler(n_rows, hp.batch_size, hp.seed)
+    if hp.batch_size > n_rows:  # as VERL does: a small dataset (say, an exported arena) trains one batch per epoch
+        print(f"note: hp.batch_size={hp.batch_size} is larger than the {n_rows} training rows; using {n_rows}",
+              flush=True)
+    sampler = EpochSampler(n_rows, min(hp.batch_size, n_rows), hp.seed)
     last = total_steps(job, sampler)
     start, saved_rng = (0, None)
     ckpts.clean_stale_temp(RunDir(job.run_dir).checkpoints)

@@ -3,6 +3,7 @@ from webapp.core.models import Project
 
 # The nav section of a project page, from the path after /p/<slug>/ (the first match wins: the more specific first).
 NAV_SECTIONS = (("jobs/models/", "models"), ("monitor/compare/", "compare"), ("monitor/human-evals/", "human-eval"),
+                ("monitor/arenas/", "arena"),
                 ("monitor/", "jobs"), ("jobs/", "jobs"), ("datasets/", "datasets"), ("review/", "review"),
                 ("rewards/", "rewards"))
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.monitoring import api
+from webapp.monitoring import api, api_arena
 
 urlpatterns = [
     path("jobs/<int:job_id>/metrics/", api.MetricsApi.as_view(), name="api-monitor-metrics"),
@@ -15,4 +15,8 @@ urlpatterns = [
     path("jobs/<int:job_id>/rollback/", api.RollbackApi.as_view(), name="api-monitor-rollback"),
     path("compare/", api.CompareApi.as_view(), name="api-monitor-compare"),
     path("human-evals/<int:task_id>/verdicts/", api.VerdictApi.as_view(), name="api-monitor-verdict"),
+    path("arenas/", api_arena.ArenaListApi.as_view(), name="api-monitor-arenas"),
+    path("arenas/<int:arena_id>/", api_arena.ArenaApi.as_view(), name="api-monitor-arena"),
+    path("arenas/<int:arena_id>/judgements/", api_arena.ArenaJudgementApi.as_view(), name="api-monitor-arena-judge"),
+    path("arenas/<int:arena_id>/export/", api_arena.ArenaExportApi.as_view(), name="api-monitor-arena-export"),
 ]

@@ -248,3 +248,84 @@ class JudgeRun(CheckpointWork):
     @property
     def position_bias_share(self) -> float | None:
         return self.inconsistent / self.n if self.n else None
+
+
+class Arena(CheckpointWork):
+    """Two models (a checkpoint or a registered model each) answer the same prompts with the same sampling
+    settings and seeds; reviewers then judge the pairs blind. `sides` snapshots what each side was."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="arenas")
+    title = models.CharField(max_length=200)
+    a_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    a_model = models.ForeignKey("runs.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    b_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    b_model = models.ForeignKey("runs.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    sides = models.JSONField(default=dict)  # {"a": {label, path, base_model, checkpoint, job, step, model}}
+    dataset_version = models.ForeignKey("datasets.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
+    prompts = models.JSONField(default=list)  # the prompts asked (strings or message lists), in order
+    sampling = models.JSONField(default=dict)  # max_new_tokens, temperature, top_p (the same for both sides)
+    seed = models.BigIntegerField(default=0)  # prompt i is sampled with seed + i on both sides
+    engine = models.CharField(max_length=16, blank=True)  # which generation engine answered (vllm / transformers)
+    progress = models.FloatField(default=0.0)
+    is_open = models.BooleanField(default=True)
+
+    class Meta(CheckpointWork.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return self.title
+
+    def label(self, side: str) -> str:
+        return str((self.sides.get(side) or {}).get("label") or side.upper())
+
+
+class ArenaPair(models.Model):
+    """One prompt with both sides' responses, generated with `seed` on each side."""
+
+    arena = models.ForeignKey(Arena, on_delete=models.CASCADE, related_name="pairs")
+    index = models.PositiveIntegerField()
+    prompt = models.JSONField()  # a string or a message list, as asked
+    prompt_text = models.TextField()
+    response_a = models.TextField()
+    response_b = models.TextField()
+    truncated_a = models.BooleanField(default=False)
+    truncated_b = models.BooleanField(default=False)
+    seed = models.BigIntegerField()
+
+    class Meta:
+        ordering = ["arena", "index"]
+        constraints = [models.UniqueConstraint(fields=["arena", "index"], name="unique_arena_pair")]
+
+    def __str__(self) -> str:
+        return f"arena {self.arena_id} pair {self.index}"
+
+    def response(self, side: str) -> str:
+        return self.response_a if side == "a" else self.response_b
+
+
+class ArenaChoice(models.TextChoices):
+    A = "a", "A is better"
+    B = "b", "B is better"
+    TIE = "tie", "Tie"
+    BOTH_BAD = "both_bad", "Both bad"
+
+
+class ArenaJudgement(models.Model):
+    """One reviewer's blind verdict on a pair, by side (a/b); `shown_left` is the side shown on the left."""
+
+    pair = models.ForeignKey(ArenaPair, on_delete=models.CASCADE, related_name="judgements")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    choice = models.CharField(max_length=8, choices=ArenaChoice.choices)
+    shown_left = models.CharField(max_length=1, choices=Side.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["pair", "created_at"]
+        constraints = [models.UniqueConstraint(fields=["pair", "reviewer"], name="unique_arena_judgement")]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer_id} on pair {self.pair_id}: {self.choice}"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.monitoring import views
+from webapp.monitoring import views, views_arena
 
 urlpatterns = [
     path("jobs/<int:job_id>/", views.job_monitor, name="monitor-job"),
@@ -20,4 +20,9 @@ urlpatterns = [
     path("human-evals/<int:task_id>/review/", views.human_eval_review, name="monitor-human-eval-review"),
     path("human-evals/<int:task_id>/judge/", views.human_eval_auto_judge, name="monitor-human-eval-judge"),
     path("human-evals/<int:task_id>/toggle/", views.human_eval_toggle, name="monitor-human-eval-toggle"),
+    path("arenas/", views_arena.arena_list, name="monitor-arenas"),
+    path("arenas/<int:arena_id>/", views_arena.arena_detail, name="monitor-arena"),
+    path("arenas/<int:arena_id>/judge/", views_arena.arena_judge, name="monitor-arena-judge"),
+    path("arenas/<int:arena_id>/toggle/", views_arena.arena_toggle, name="monitor-arena-toggle"),
+    path("arenas/<int:arena_id>/export/", views_arena.arena_export_view, name="monitor-arena-export"),
 ]

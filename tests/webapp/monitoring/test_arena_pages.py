@@ -1,0 +1,148 @@
+"""Arena pages, API and command: form errors, blind judging through the API, results wording, export,
+access per role and per project. Pairs are stored directly here (generation is tested in test_arena.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from webapp.core.models import Project
+from webapp.monitoring.models import Arena, ArenaJudgement, ArenaPair, EvaluationStatus
+from webapp.monitoring.services.arena import shown_left
+from webapp.runs.models import ModelEntry, ModelKind
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sides(make_job, checkpoint, project):
+    job = make_job(name="demo")
+    c10, c20 = checkpoint(job, 10), checkpoint(job, 20)
+    return {"a": f"ckpt:{c10.pk}", "b": f"ckpt:{c20.pk}", "job": job}
+
+
+@pytest.fixture
+def ready(project, engineer):
+    """A generated arena of 4 pairs (B answers right, A wrong), as the worker leaves it."""
+    arena = Arena.objects.create(project=project, title="step 10 vs step 20", status=EvaluationStatus.SUCCEEDED,
+                                 progress=1.0, engine="transformers", seed=7, created_by=engineer,
+                                 sampling={"max_new_tokens": 4, "temperature": 0.7, "top_p": 1.0},
+                                 sides={"a": {"kind": "checkpoint", "label": "Run #1 demo · step 10", "step": 10},
+                                        "b": {"kind": "checkpoint", "label": "Run #1 demo · step 20", "step": 20}},
+                                 prompts=[f"{i}+1=" for i in range(4)])
+    for i in range(4):
+        ArenaPair.objects.create(arena=arena, index=i, prompt=f"{i}+1=", prompt_text=f"{i}+1=",
+                                 response_a=str(i + 5), response_b=str(i + 1), seed=7 + i)
+    return arena
+
+
+def test_the_form_starts_an_arena_on_a_worker_and_shows_errors_in_place(sides, engineer, as_user, project,
+                                                                        monkeypatch, django_capture_on_commit_callbacks):
+    sent = []
+    monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: sent.append((a, k)))
+    client = as_user(engineer)
+    url = f"/p/{project.slug}/monitor/arenas/"
+    page = client.get(url).content.decode()
+    assert "New arena" in page and "Run #" in page and 'aria-current="page">Arena<' in page
+    base = {"side_a": sides["a"], "side_b": sides["b"], "source": "typed", "max_new_tokens": 4,
+            "temperature": 0.7, "top_p": 1.0, "split": "val", "limit": 20}
+    r = client.post(url, {**base, "prompts": "  \n"})
+    assert r.status_code == 200 and "at least one prompt" in r.content.decode()
+    r = client.post(url, {**base, "prompts": "1+1=\n2+2=", "top_p": 2})
+    assert "Top-p" in r.content.decode() and Arena.objects.count() == 0
+    with django_capture_on_commit_callbacks(execute=True):
+        r = client.post(url, {**base, "prompts": "1+1=\n2+2=", "seed": 5})
+    arena = Arena.objects.get()
+    assert r.status_code == 302 and r.url.endswith(f"/monitor/arenas/{arena.pk}/")
+    assert arena.prompts == ["1+1=", "2+2="] and arena.seed == 5 and arena.status == "queued"
+    assert sent == [(("jobs.tasks.generate_arena", arena.pk), {"queue": "cpu"})]
+    detail = client.get(r.url).content.decode()
+    assert "Waiting for a worker" in detail and 'http-equiv="refresh"' in detail
+
+
+def test_viewers_see_but_cannot_start_judge_or_export(ready, viewer, as_user, api_for, project, outsider):
+    client = as_user(viewer)
+    assert "New arena" not in client.get(f"/p/{project.slug}/monitor/arenas/").content.decode()
+    assert client.post(f"/p/{project.slug}/monitor/arenas/", {}).status_code == 403
+    assert client.get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/judge/").status_code == 403
+    assert client.post(f"/p/{project.slug}/monitor/arenas/{ready.pk}/export/").status_code == 403
+    api = api_for(viewer)
+    pair = ready.pairs.first()
+    r = api.post(f"/api/projects/{project.slug}/monitor/arenas/{ready.pk}/judgements/",
+                 {"pair": pair.pk, "choice": "left"}, format="json")
+    assert r.status_code == 403
+    assert as_user(outsider).get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").status_code == 404
+    other = Project.objects.create(slug="other", name="Other")
+    assert as_user(viewer).get(f"/p/{other.slug}/monitor/arenas/{ready.pk}/").status_code in (403, 404)
+
+
+def test_judging_blind_through_the_api_then_results_and_export(ready, reviewer, engineer, as_user, api_for, project):
+    screen = as_user(reviewer).get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/judge/").content.decode()
+    assert "step 10" not in screen and "step 20" not in screen  # blind: no labels
+    assert 'data-keys="4 b"' in screen and "Both bad" in screen
+    api = api_for(reviewer)
+    url = f"/api/projects/{project.slug}/monitor/arenas/{ready.pk}/judgements/"
+    pairs = list(ready.pairs.all())
+    for p in pairs[:3]:  # B (the right sums) wherever it was shown
+        r = api.post(url, {"pair": p.pk, "choice": "left" if shown_left(p, reviewer) == "b" else "right"},
+                     format="json")
+        assert r.status_code == 201
+    r = api.post(url, {"pair": pairs[3].pk, "choice": "both_bad"}, format="json")
+    assert r.json() == {"saved": True, "next": None}
+    assert api.post(url, {"pair": pairs[0].pk, "choice": "a"}, format="json").status_code == 400
+    assert [j.choice for j in ArenaJudgement.objects.order_by("pair__index")] == ["b", "b", "b", "both_bad"]
+    status = api_for(engineer).get(f"/api/projects/{project.slug}/monitor/arenas/{ready.pk}/").json()
+    res = status["results"]
+    assert res["outcome"]["b"]["count"] == 3 and res["outcome"]["both_bad"]["count"] == 1
+    assert res["outcome"]["a"]["count"] == 0 and res["too_few"] and "path" not in status["sides"]["a"]
+    page = as_user(engineer).get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").content.decode()
+    assert "Ties and “both bad” are not half wins" in page and "Too few judgements" in page
+    assert "are not exported" in page and "3 judgements can be exported" in page
+    r = api_for(engineer).post(f"/api/projects/{project.slug}/monitor/arenas/{ready.pk}/export/",
+                               {"name": "arena-prefs", "split": "1"}, format="json")
+    assert r.status_code == 201 and r.json()["rows"] == 3 and r.json()["version"] == 1
+    r = as_user(engineer).post(f"/p/{project.slug}/monitor/arenas/{ready.pk}/export/", {"name": "arena-prefs",
+                                                                                       "split": "1"})
+    assert r.status_code == 302 and r.url.endswith("/v2/")
+
+
+def test_export_with_nothing_decisive_says_why(ready, reviewer, engineer, as_user, project):
+    from webapp.monitoring.services.arena import arena_judge
+
+    arena_judge(pair=ready.pairs.first(), reviewer=reviewer, choice="tie")
+    r = as_user(engineer).post(f"/p/{project.slug}/monitor/arenas/{ready.pk}/export/", follow=True)
+    assert "ties and “both bad” are not exported" in r.content.decode()
+
+
+def test_the_command_creates_follows_and_exports(sides, ready, engineer, reviewer, project, capsys, monkeypatch):
+    monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: None)
+    job = sides["job"]
+    call_command("arena", "create", project.slug, "--a", f"{job.pk}@10", "--b", sides["b"], "--prompt", "1+1=",
+                 "--seed", "3", "--user", engineer.username)
+    assert "Arena #" in capsys.readouterr().out and Arena.objects.filter(seed=3).exists()
+    with pytest.raises(CommandError, match="no checkpoint at step 99"):
+        call_command("arena", "create", project.slug, "--a", f"{job.pk}@99", "--b", sides["b"], "--prompt", "x")
+    with pytest.raises(CommandError, match="not an engineer"):
+        call_command("arena", "export", str(ready.pk), "--user", reviewer.username)
+    from webapp.monitoring.services.arena import arena_judge
+
+    for p in ready.pairs.all():
+        arena_judge(pair=p, reviewer=reviewer, choice="left" if shown_left(p, reviewer) == "a" else "right")
+    call_command("arena", "status", str(ready.pk))
+    out = capsys.readouterr().out
+    assert "4 of 4 pairs judged" in out and "A wins 4" in out
+    call_command("arena", "status", str(ready.pk), "--json")
+    assert json.loads(capsys.readouterr().out)["results"]["outcome"]["a"]["count"] == 4
+    call_command("arena", "export", str(ready.pk), "--split", "1", "--user", engineer.username)
+    assert "Exported 4 preference pairs" in capsys.readouterr().out
+
+
+def test_registered_models_are_sides_and_reward_models_are_not(project, engineer, sides):
+    from webapp.monitoring.services.arena import side_choices
+
+    lm = ModelEntry.objects.create(project=project, name="base", kind=ModelKind.CAUSAL_LM, path="/models/base")
+    rm = ModelEntry.objects.create(project=project, name="rm", kind=ModelKind.REWARD_MODEL, path="/models/rm")
+    values = [v for v, _ in side_choices(project)]
+    assert f"model:{lm.pk}" in values and f"model:{rm.pk}" not in values

@@ -1,0 +1,270 @@
+"""The arena: two checkpoints (or a checkpoint and a registered model) answer the same prompts; reviewers
+judge the pairs blind; each decisive judgement can become a preference pair in a new dataset version.
+
+Generation runs on a worker (`jobs.tasks.generate_arena`, sent by name) in a subprocess,
+`python -m training.arena`, which uses the one generation interface (training.generation).
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from training.arena import SAMPLING_DEFAULTS
+from webapp.core.audit import audit
+from webapp.core.queue import GENERATE_ARENA, enqueue
+from webapp.core.services import ApplicationError
+from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
+from webapp.monitoring.models import Arena, ArenaChoice, ArenaJudgement, ArenaPair, EvaluationStatus
+from webapp.monitoring.services.work import claim
+from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind, ModelEntry, ModelKind
+
+MAX_PROMPTS = 500
+MAX_NEW_TOKENS = 4096
+ARENA_TIMEOUT_S = int(getattr(settings, "ARENA_TIMEOUT_S", 30 * 60))
+CHOICES = {"left", "right", "tie", "both_bad"}
+
+
+def arenas_dir() -> Path:
+    return Path(settings.MEDIA_ROOT) / "arenas"
+
+
+# --- sides and prompts -------------------------------------------------------------------------------------
+
+def side_choices(project) -> list[tuple[str, str]]:
+    """(value, label) of every side an arena can use: checkpoints on disk, then registered causal LMs."""
+    out = []
+    ckpts = Checkpoint.objects.filter(job__project=project, status=CheckpointStatus.AVAILABLE) \
+        .exclude(job__kind=JobKind.REWARD_MODEL).select_related("job").order_by("-job_id", "-step")[:300]
+    out += [(f"ckpt:{c.pk}", f"Run #{c.job_id} {c.job.name} · step {c.step}") for c in ckpts]
+    models = ModelEntry.objects.filter(project=project, kind=ModelKind.CAUSAL_LM).exclude(path="")
+    out += [(f"model:{m.pk}", f"{m.name} (registered model)") for m in models]
+    return out
+
+
+def side_parse(project, ref: str, field: str) -> dict[str, Any]:
+    """The provenance snapshot of a side given as 'ckpt:<id>' or 'model:<id>'."""
+    kind, _, pk = (ref or "").partition(":")
+    if kind not in ("ckpt", "model") or not pk.isdigit():
+        raise ApplicationError("Choose a checkpoint or a registered model.", field=field)
+    if kind == "ckpt":
+        ckpt = Checkpoint.objects.select_related("job__base_model").filter(pk=int(pk), job__project=project).first()
+        if ckpt is None:
+            raise ApplicationError("That checkpoint is not in this project.", field=field)
+        if ckpt.job.kind == JobKind.REWARD_MODEL:
+            raise ApplicationError("A reward model's checkpoint writes no responses.", field=field)
+        if ckpt.status != CheckpointStatus.AVAILABLE or not Path(ckpt.path).is_dir():
+            raise ApplicationError(f"The checkpoint at step {ckpt.step} is no longer on disk.", field=field)
+        base = ckpt.job.base_model
+        return {"kind": "checkpoint", "label": f"Run #{ckpt.job_id} {ckpt.job.name} · step {ckpt.step}",
+                "checkpoint": ckpt.pk, "job": ckpt.job_id, "step": ckpt.step, "path": ckpt.path,
+                "base_model": base.path if base and base.path else None, "base_model_name": base.name if base else ""}
+    entry = ModelEntry.objects.filter(pk=int(pk), project=project).first()
+    if entry is None:
+        raise ApplicationError("That model is not in this project.", field=field)
+    if entry.kind != ModelKind.CAUSAL_LM or not entry.path:
+        raise ApplicationError(f"{entry.name} is not a causal LM on disk: it cannot answer prompts.", field=field)
+    return {"kind": "model", "label": f"{entry.name} (registered model)", "model": entry.pk, "path": entry.path,
+            "base_model": None}
+
+
+def prompts_typed(text: str) -> list[str]:
+    """One prompt per line; blank lines are skipped. A line may use \\n for a line break."""
+    return [line.replace("\\n", "\n") for line in (text or "").splitlines() if line.strip()]
+
+
+def prompts_from_version(project, version: DatasetVersion | None, split: str, limit: int) -> list:
+    if version is None or version.dataset.project_id != project.pk:
+        raise ApplicationError("That dataset version is not in this project.", field="dataset_version")
+    if version.status != VersionStatus.READY:
+        raise ApplicationError(f"{version} is {version.status}, not ready.", field="dataset_version")
+    rows = DatasetRow.objects.filter(version=version).exclude(prompt=None).order_by("index")
+    if split in ("train", "val"):
+        rows = rows.filter(split=split)
+    prompts = [r.prompt for r in rows.only("prompt")[:limit]]
+    if not prompts:
+        raise ApplicationError(f"{version} has no prompts in the {split} split.", field="dataset_version")
+    return prompts
+
+
+def clean_sampling(raw: dict[str, Any] | None) -> dict[str, Any]:
+    s = {**SAMPLING_DEFAULTS, **{k: v for k, v in (raw or {}).items() if v not in (None, "")}}
+    try:
+        out = {"max_new_tokens": int(s["max_new_tokens"]), "temperature": float(s["temperature"]),
+               "top_p": float(s["top_p"])}
+    except (TypeError, ValueError):
+        raise ApplicationError("Sampling settings must be numbers.", field="sampling") from None
+    if not 1 <= out["max_new_tokens"] <= MAX_NEW_TOKENS:
+        raise ApplicationError(f"Max new tokens must be between 1 and {MAX_NEW_TOKENS}.", field="max_new_tokens")
+    if not 0 <= out["temperature"] <= 5:
+        raise ApplicationError("Temperature must be between 0 (greedy) and 5.", field="temperature")
+    if not 0 < out["top_p"] <= 1:
+        raise ApplicationError("Top-p must be more than 0 and at most 1.", field="top_p")
+    return out
+
+
+def prompt_text(prompt: Any) -> str:
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" if isinstance(m, dict) else str(m)
+                         for m in prompt)
+    return json.dumps(prompt)
+
+
+# --- create and generate -----------------------------------------------------------------------------------
+
+def arena_create(*, project, user, side_a: str, side_b: str, prompts: list, sampling: dict | None = None,
+                 seed: int | None = None, dataset_version: DatasetVersion | None = None, title: str = "") -> Arena:
+    """Validate everything, store the arena and queue its generation (nothing is stored on a refusal)."""
+    a, b = side_parse(project, side_a, "side_a"), side_parse(project, side_b, "side_b")
+    if side_a == side_b:
+        raise ApplicationError("Choose two different sides.", field="side_b")
+    if not prompts:
+        raise ApplicationError("Give at least one prompt (type them, one per line, or pick a dataset).",
+                               field="prompts")
+    if len(prompts) > MAX_PROMPTS:
+        raise ApplicationError(f"At most {MAX_PROMPTS} prompts per arena, not {len(prompts)}.", field="prompts")
+    sampling = clean_sampling(sampling)
+    if seed is None:
+        seed = secrets.randbelow(2**31)
+    elif not 0 <= int(seed) < 2**62:
+        raise ApplicationError("The seed must be a whole number from 0.", field="seed")
+    title = (title or "").strip()[:200] or f"{a['label']} vs {b['label']}"[:200]
+    with transaction.atomic():
+        arena = Arena.objects.create(
+            project=project, title=title, created_by=user, sides={"a": a, "b": b}, prompts=list(prompts),
+            sampling=sampling, seed=int(seed), dataset_version=dataset_version,
+            a_checkpoint_id=a.get("checkpoint"), a_model_id=a.get("model"),
+            b_checkpoint_id=b.get("checkpoint"), b_model_id=b.get("model"))
+        audit(actor=user, action="arena.create", project=project, obj=arena,
+              summary=f"Started arena #{arena.pk}: {title} on {len(prompts)} prompts",
+              after={"sides": arena.sides, "sampling": sampling, "seed": arena.seed, "prompts": len(prompts)})
+        queue_name = "gpu" if any(_side_queue(s) == "gpu" for s in (a, b)) else "cpu"
+        transaction.on_commit(lambda: enqueue(GENERATE_ARENA, arena.pk, queue=queue_name))
+    return arena
+
+
+def _side_queue(side: dict) -> str:
+    if side.get("checkpoint"):
+        ckpt = Checkpoint.objects.select_related("job").filter(pk=side["checkpoint"]).first()
+        return ckpt.job.queue if ckpt else "cpu"
+    return "cpu"
+
+
+def arena_command(spec_file: Path, out_file: Path) -> list[str]:
+    from training.backends.base import python_executable
+
+    return [python_executable(), "-m", "training.arena", "--spec", str(spec_file), "--out", str(out_file)]
+
+
+def arena_generate(*, arena_id: int) -> Arena:
+    """Generate both sides (idempotent: the arena is claimed first); pairs are stored all at once at the end."""
+    from training.backends.base import REPO_ROOT
+
+    arena, claimed = claim(Arena, arena_id)
+    if not claimed:
+        return arena
+    work = arenas_dir() / str(arena.pk)
+    work.mkdir(parents=True, exist_ok=True)
+    spec = {"sides": {k: {"path": v["path"], "base_model": v.get("base_model")} for k, v in arena.sides.items()},
+            "prompts": arena.prompts, "sampling": arena.sampling, "seed": arena.seed}
+    (work / "spec.json").write_text(json.dumps(spec))
+    out = work / "pairs.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH")] if p),
+           "PYTHONUNBUFFERED": "1"}
+    error, engine, lines = "", "", []
+    log = work / "log.txt"
+    try:
+        with open(log, "w") as err:  # a file, not a pipe: a chatty stderr must not block the child
+            proc = subprocess.Popen(arena_command(work / "spec.json", out), cwd=str(REPO_ROOT), env=env,
+                                    stdout=subprocess.PIPE, stderr=err, text=True)
+            assert proc.stdout is not None
+            timed_out: list[bool] = []
+            watchdog = threading.Timer(ARENA_TIMEOUT_S, lambda: (timed_out.append(True), proc.kill()))
+            watchdog.start()
+            for line in proc.stdout:
+                msg = _json(line)
+                if "progress" in msg:
+                    Arena.objects.filter(pk=arena.pk).update(progress=float(msg["progress"]))
+                engine = msg.get("engine", engine)
+            code = proc.wait()
+            watchdog.cancel()
+        if timed_out:
+            error = f"The generation took longer than {ARENA_TIMEOUT_S} s and was stopped."
+        elif code != 0:
+            error = ([ln for ln in log.read_text().splitlines() if ln.strip()] or [f"exit {code}"])[-1]
+        else:
+            lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
+    except (OSError, ValueError) as exc:
+        error = f"The generation stopped: {exc}"
+    arena.finished_at = timezone.now()
+    if error or len(lines) != len(arena.prompts):
+        arena.status, arena.error = EvaluationStatus.FAILED, (error or "The generator wrote too few pairs.")[:2000]
+        arena.save()
+        return arena
+    with transaction.atomic():
+        ArenaPair.objects.bulk_create([
+            ArenaPair(arena=arena, index=i, prompt=arena.prompts[i], prompt_text=prompt_text(arena.prompts[i]),
+                      response_a=r["a"]["text"], response_b=r["b"]["text"], truncated_a=bool(r["a"]["truncated"]),
+                      truncated_b=bool(r["b"]["truncated"]), seed=int(r["seed"]))
+            for i, r in enumerate(lines)])
+        arena.status, arena.progress, arena.engine = EvaluationStatus.SUCCEEDED, 1.0, engine[:16]
+        arena.save()
+    shutil.rmtree(work, ignore_errors=True)
+    return arena
+
+
+def _json(line: str) -> dict:
+    try:
+        value = json.loads(line)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+# --- judging -----------------------------------------------------------------------------------------------
+
+def shown_left(pair: ArenaPair, reviewer) -> str:
+    """The side shown on the left to this reviewer: random per (pair, reviewer), the same on every visit."""
+    return random.Random(f"{pair.arena_id}:{pair.index}:{pair.seed}:{reviewer.pk}").choice(["a", "b"])
+
+
+@transaction.atomic
+def arena_judge(*, pair: ArenaPair, reviewer, choice: str) -> ArenaJudgement:
+    """Record (or change) a reviewer's verdict; `choice` is what they pressed: left, right, tie or both_bad."""
+    if choice not in CHOICES:
+        raise ApplicationError(f"Choose one of {', '.join(sorted(CHOICES))}, not '{choice}'.", field="choice")
+    arena = Arena.objects.select_for_update().get(pk=pair.arena_id)
+    if arena.status != EvaluationStatus.SUCCEEDED:
+        raise ApplicationError("This arena has no responses to judge yet.")
+    if not arena.is_open:
+        raise ApplicationError("This arena is closed.")
+    left = shown_left(pair, reviewer)
+    side = {"left": left, "right": "b" if left == "a" else "a"}.get(choice, choice)
+    previous = ArenaJudgement.objects.filter(pair=pair, reviewer=reviewer).first()
+    judgement, _ = ArenaJudgement.objects.update_or_create(pair=pair, reviewer=reviewer,
+                                                           defaults={"choice": side, "shown_left": left})
+    audit(actor=reviewer, action="arena.judge", project=arena.project, obj=judgement,
+          summary=f"Arena #{arena.pk} pair {pair.index + 1}: {ArenaChoice(side).label}",
+          before={"choice": previous.choice} if previous else None, after={"choice": side, "shown_left": left})
+    return judgement
+
+
+@transaction.atomic
+def arena_set_open(*, arena: Arena, user, is_open: bool) -> Arena:
+    arena.is_open = is_open
+    arena.save(update_fields=["is_open", "updated_at"])
+    audit(actor=user, action="arena.open" if is_open else "arena.close", project=arena.project, obj=arena,
+          summary=f"{'Reopened' if is_open else 'Closed'} arena #{arena.pk}")
+    return arena
