@@ -38,8 +38,8 @@ def ready(project, engineer):
     return arena
 
 
-def test_the_form_starts_an_arena_on_a_worker_and_shows_errors_in_place(sides, engineer, as_user, project,
-                                                                        monkeypatch, django_capture_on_commit_callbacks):
+def test_the_form_starts_an_arena_on_a_worker_and_shows_errors_in_place(
+        sides, engineer, as_user, project, monkeypatch, django_capture_on_commit_callbacks):
     sent = []
     monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: sent.append((a, k)))
     client = as_user(engineer)
