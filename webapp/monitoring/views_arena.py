@@ -120,5 +120,5 @@ def arena_export_view(request, slug, arena_id):
         messages.error(request, exc.message)
         return redirect("monitor-arena", slug=slug, arena_id=arena.pk)
     messages.success(request, f"Exported {version.row_count} preference pairs as {version}. Review them, or train a "
-                              "reward model on them (tick “include unreviewed rows” to use them before review).")
+                              "reward model on them (tick “Include unreviewed pairs” to use them before review).")
     return redirect(reverse("datasets-version", args=[slug, version.dataset_id, version.number]))
