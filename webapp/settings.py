@@ -245,6 +245,8 @@ RUN_HEARTBEAT_STALE_S = envint("RUN_HEARTBEAT_STALE_S", 30)
 REWARD_TIME_LIMIT_S = envfloat("REWARD_TIME_LIMIT_S", 5.0)
 REWARD_BATCH_TIME_LIMIT_S = envfloat("REWARD_BATCH_TIME_LIMIT_S", 120.0)
 REWARD_MEMORY_MB = envint("REWARD_MEMORY_MB", 1024)
+# Sandboxes a test-run scores with at once (0: min(CPU cores, 4)).
+REWARD_TEST_RUN_WORKERS = envint("REWARD_TEST_RUN_WORKERS", 0)
 # Test-runs run on a worker; a user may have this many queued or running at once.
 REWARD_TEST_RUNS_PER_USER = envint("REWARD_TEST_RUNS_PER_USER", 2)
 

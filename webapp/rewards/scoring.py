@@ -3,7 +3,7 @@
 A test-run is asked for in a request (`reward_test_run_create`: checked, stored as queued, at most
 REWARD_TEST_RUNS_PER_USER active per user) and run by a Celery worker (`reward_test_run_execute`),
 which stores the progress as it scores; the page follows it. User code never runs in the web or
-worker process: it goes to `training.sandbox.RewardSandbox`,
+worker process: it goes to a `training.sandbox.SandboxPool` (REWARD_TEST_RUN_WORKERS sandboxes, each
 a child process that cannot see the app's checkout, settings, database, media or run files
 (`sandbox_hidden_paths`), has no network and runs under memory/CPU/time limits.
 """
@@ -36,6 +36,7 @@ TEST_RUN_BATCH_LIMIT_S = 60.0
 SPLITS = ("", "train", "val")
 TRACEBACK_KEEP = 8000
 PROGRESS_EVERY_S = 0.5
+SLOWEST_SHOWN = 5  # the test-run page names this many slowest samples
 # an active test-run older than this lost its worker (the batch limit is 60 s): it no longer counts
 STALE_AFTER = timedelta(minutes=10)
 
@@ -110,15 +111,16 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
 
     `on_progress(done)` is called every PROGRESS_EVERY_S while results come in; `limits` (a SandboxLimits)
     replaces the test-run limits (probes use shorter ones)."""
-    from training.sandbox import RewardLoadError, RewardSandbox, SandboxError
+    from training.sandbox import RewardLoadError, SandboxError, SandboxPool
 
     out = Scored(mode=mode)
     started = time.perf_counter()
     scored = []
     try:
         # exact_timing: a test-run shows each sample's time, so an outlier must not hide in a group's mean
-        with RewardSandbox(source, name=entry_point, limits=limits or sandbox_limits(),
-                           hidden_paths=sandbox_hidden_paths(), exact_timing=True) as sandbox:
+        with SandboxPool(source, name=entry_point, limits=limits or sandbox_limits(),
+                         hidden_paths=sandbox_hidden_paths(), exact_timing=True,
+                         size=int(settings.REWARD_TEST_RUN_WORKERS) or None) as sandbox:
             out.isolation = sandbox.mode
             report_at = time.monotonic() + PROGRESS_EVERY_S
             for res in sandbox.iter_scores([s.item for s in samples]):
@@ -159,12 +161,20 @@ def _summary(mode: str, results: list[dict], duration_ms: float) -> dict:
     scores = [r["score"] for r in results]
     summary: dict[str, Any] = {"all": summarize(scores), "duration_ms": round(duration_ms, 1),
                                "extra_keys": sorted({k for r in results for k in r["extra"]}),
-                               "error_lines": sorted({r["lineno"] for r in results if r["lineno"]})}
+                               "error_lines": sorted({r["lineno"] for r in results if r["lineno"]}),
+                               "slowest": slowest_samples(results)}
     if mode == "preference":
         chosen = [r["score"] for r in results if r["role"] == "chosen"]
         rejected = [r["score"] for r in results if r["role"] == "rejected"]
         summary.update(chosen=summarize(chosen), rejected=summarize(rejected), pairs=pair_summary(chosen, rejected))
     return summary
+
+
+def slowest_samples(results: list[dict], k: int = SLOWEST_SHOWN) -> list[dict]:
+    """The `k` samples whose call took longest (each call is timed on its own), slowest first."""
+    timed = sorted((r for r in results if r.get("duration_ms")), key=lambda r: (-r["duration_ms"], r["i"]))[:k]
+    return [{"i": r["i"], "row_index": r["row_index"], "role": r["role"], "duration_ms": r["duration_ms"],
+             "error": r["error"]} for r in timed]
 
 
 def _rows(dataset_version, split: str, limit: int) -> list[dict]:

@@ -182,3 +182,18 @@ def test_reward_file_check_returns_json_ready_results(arith):
                             responses_text="ab\nabc")
     assert out["ok"] and [r["score"] for r in out["results"]] == [2.0, 3.0]
     assert out["dataset_version"] == "arith v1"
+
+
+def test_a_test_run_names_its_slowest_samples_and_scores_over_a_pool(arith, settings):
+    settings.REWARD_TEST_RUN_WORKERS = 2
+    body = ("import time\n" + HEADER + "    t0 = time.time()\n    time.sleep(0.4 if solution_str == 'slow' else 0)\n"
+            "    return {'score': 1.0, 't0': t0, 't1': time.time()}\n")
+    out = reward_file_check(source=body, dataset_version=arith, limit=6,
+                            responses_text="a\nslow\nb\nc\nslow\nd")
+    slowest = out["summary"]["slowest"]
+    assert len(slowest) == 5 and {s["i"] for s in slowest[:2]} == {1, 4}
+    assert all(s["duration_ms"] >= 350 for s in slowest[:2]) and slowest[2]["duration_ms"] < 350
+    assert slowest[0]["row_index"] in (1, 4) and slowest[0]["error"] is None
+    assert [r["score"] for r in out["results"]] == [1.0] * 6
+    a, b = (out["results"][i]["extra"] for i in (1, 4))
+    assert a["t0"] < b["t1"] and b["t0"] < a["t1"]  # the two slow calls ran at the same time, in two sandboxes
