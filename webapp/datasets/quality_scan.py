@@ -21,6 +21,7 @@ Progress = Callable[[float, str], None]
 CHUNK = 2000
 EXAMPLES = 20  # clusters / duplicate groups listed in the report (all of them go to `drops`)
 LISTED = 200  # contaminated and identical-pair rows listed in the report
+LANGUAGE_SAMPLE = 20_000  # beyond this many rows, languages come from every k-th row
 MEMBERS = 10  # rows shown per listed cluster
 CATEGORIES = {
     "near_duplicates": "Near-duplicates: keep the first row of each cluster",
@@ -73,6 +74,7 @@ def scan(version: DatasetVersion, *, eval_versions: list[DatasetVersion], ngram:
     contaminated_listed: list[dict[str, int]] = []
     seen = 0
     total = max(1, version.row_count)
+    lang_step = -(-total // LANGUAGE_SAMPLE)
     for rows in iter_chunks(version.pk, _FIELDS):
         texts = []
         for index, prompt, prompt_text, chosen, rejected, source, ability, row_hash in rows:
@@ -80,7 +82,8 @@ def scan(version: DatasetVersion, *, eval_versions: list[DatasetVersion], ngram:
             types[kind] += 1
             if len(type_examples.setdefault(kind, [])) < 5:
                 type_examples[kind].append(index)
-            langs[languages.detect(prompt_text)] += 1
+            if index % lang_step == 0:
+                langs[languages.detect(prompt_text)] += 1
             prefix = int(row_hash[:16], 16)
             first = first_of.setdefault(prefix, index)
             if first != index:
@@ -134,7 +137,7 @@ def scan(version: DatasetVersion, *, eval_versions: list[DatasetVersion], ngram:
                  "examples": [{"size": len(c), "rows": c[:MEMBERS]}
                               for c in sorted(clusters, key=lambda c: (-len(c), c[0]))[:EXAMPLES]]},
     }
-    figures["near_duplicates"] = charts.bar({f"{k} rows": v for k, v in sorted(sizes.items())},
+    figures["duplicates"] = charts.bar({f"{k} rows": v for k, v in sorted(sizes.items())},
                                             title="Near-duplicate clusters by size", xaxis="cluster size")
     if preference:
         sections["identical_pairs"] = {**identical, "rows": len(identical_rows), "listed": identical_rows[:LISTED],
@@ -151,10 +154,11 @@ def scan(version: DatasetVersion, *, eval_versions: list[DatasetVersion], ngram:
         sections["length_bias"] = {**numbers["numbers"]["diff_chars"],
                                    "sampled_rows": numbers["numbers"]["sampled_rows"]}
     top_lang = max(langs, key=langs.get) if langs else languages.UNKNOWN
+    sampled = sum(langs.values()) or 1
     sections["languages"] = {"counts": dict(langs.most_common()), "top": top_lang,
-                             "top_name": languages.name(top_lang),
-                             "top_share": langs[top_lang] / total if langs else 0.0,
-                             "table": [{"code": c, "name": languages.name(c), "rows": n, "share": n / total}
+                             "top_name": languages.name(top_lang), "top_share": langs[top_lang] / sampled,
+                             "sampled": sum(langs.values()), "every": lang_step,
+                             "table": [{"code": c, "name": languages.name(c), "rows": n, "share": n / sampled}
                                        for c, n in langs.most_common()],
                              "detector": languages.detector_name(), "rule": languages.rule()}
     figures["languages"] = charts.bar({f"{languages.name(c)} ({c})": n for c, n in langs.items()},

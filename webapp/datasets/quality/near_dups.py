@@ -5,13 +5,13 @@ seen before joins that row's cluster at once (no LSH work for exact copies). Oth
 proposes earlier rows that share a band; the row joins the first whose estimated Jaccard similarity
 (share of equal signature slots) reaches the threshold, and starts its own cluster when none does.
 Only cluster seeds enter the index, so a set with many copies of one text never builds huge buckets,
-and memory grows with the number of distinct rows (num_perm 32-bit slots each), not with their length.
+and memory grows with the number of distinct rows (one signature of num_perm 32-bit slots each), not with
+their length.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 from rensa import RMinHash, RMinHashLSH
 
 from webapp.datasets.quality.text import shingles, words
@@ -40,7 +40,7 @@ class NearDuplicates:
             raise ValueError("The near-duplicate threshold must be in (0, 1].")
         self.threshold, self.num_perm, self.shingle, self.seed = threshold, num_perm, shingle, seed
         self.lsh = RMinHashLSH(threshold, num_perm, bands)
-        self.signatures = np.zeros((1024, num_perm), dtype=np.uint32)  # one row per seed
+        self.seeds: list = []  # seed position -> its MinHash
         self.seed_rows: list[int] = []  # seed position -> row index
         self.exact: dict[int, int] = {}  # hash of the normalised text -> seed position
         self.parent: dict[int, int] = {}  # row index -> the seed row of its cluster (seeds are absent)
@@ -64,32 +64,29 @@ class NearDuplicates:
             fresh_sets.append(list(shingles(tokens, self.shingle)))
         if not fresh_rows:
             return
-        digests = np.asarray(RMinHash.digests_from_token_sets(fresh_sets, self.num_perm, self.seed), dtype=np.uint32)
         minhashes = RMinHash.from_token_sets(fresh_sets, self.num_perm, self.seed)
-        for (index, key), digest, minhash in zip(fresh_rows, digests, minhashes, strict=True):
-            pos = self._match(digest, minhash)
+        for (index, key), minhash in zip(fresh_rows, minhashes, strict=True):
+            pos = self._match(minhash)
             if pos is not None:
                 self.parent[index] = self.seed_rows[pos]
             else:
                 pos = len(self.seed_rows)
-                if pos == len(self.signatures):
-                    self.signatures = np.resize(self.signatures, (2 * pos, self.num_perm))
-                self.signatures[pos] = digest
+                self.seeds.append(minhash)
                 self.seed_rows.append(index)
                 self.lsh.insert(pos, minhash)
             self.exact[key] = pos
             for copy in copies[key]:
                 self.parent[copy] = self.seed_rows[pos]
 
-    def _match(self, digest: np.ndarray, minhash) -> int | None:
+    def _match(self, minhash) -> int | None:
         candidates = self.lsh.query(minhash)
         if not candidates:
             return None
-        candidates = sorted(candidates)[:MAX_CANDIDATES]  # the earliest seeds first
-        self.compared += len(candidates)
-        similarity = (self.signatures[candidates] == digest).mean(axis=1)
-        hits = np.flatnonzero(similarity >= self.threshold)
-        return candidates[int(hits[0])] if hits.size else None
+        for pos in sorted(candidates)[:MAX_CANDIDATES]:  # the earliest seeds first
+            self.compared += 1
+            if minhash.jaccard(self.seeds[pos]) >= self.threshold:
+                return pos
+        return None
 
     def clusters(self) -> list[list[int]]:
         """Clusters of two or more rows, each sorted (its first row is the one cleaning keeps), by first row."""

@@ -16,17 +16,22 @@ REASONING = (MATH, CODE)
 DOMINANT_SHARE = 0.70  # a type above this share of the rows gets a warning
 
 _HUMAN_TURN = "\n\nHuman:"
+_WORD = re.compile(r"[a-z0-9+#]+")
 _MATH_META = re.compile(r"math|gsm|arith|algebra|geometry|aime|amc|olympiad|numina|theorem", re.I)
-_CODE_META = re.compile(r"code|coding|program|python|humaneval|mbpp|leetcode|apps|sql", re.I)
-_MATH_TEXT = re.compile(
-    r"\\(?:frac|sqrt|boxed|sum|int|cdot|times|le|ge|pi)\b|\$[^$\n]{1,200}\$"  # LaTeX
-    r"|\d\s*[-+*/^×÷]\s*\d|\d\s*=|=\s*\d"  # arithmetic: 3+4, 2x = 6
-    r"|\b(?:solve|equation|integral|derivative|probability|calculate|compute|how many|how much|prove|"
-    r"theorem|polynomial|remainder|divisible|prime|sum of|product of)\b", re.I)
-_CODE_TEXT = re.compile(
-    r"```|\bdef \w+\(|\bfunction\s*\w*\(|\bclass \w+[:({]|#include\b|\bimport \w+|\bSELECT\b.+\bFROM\b"
-    r"|\b(?:python|javascript|typescript|java|c\+\+|rust|golang|sql|regex|bash|html|css)\b"
-    r"|\b(?:write (?:a |the )?(?:function|program|script|code|query)|debug|compile|stack trace)\b", re.I)
+_CODE_META = re.compile(r"code|coding|program|python|humaneval|mbpp|leetcode|\bapps\b|\bsql\b", re.I)
+# Cheap, case-sensitive patterns on the text; keyword sets on its lowercased words (a regex alternation of
+# dozens of words costs more than the rest of a report's row).
+_MATH_SYNTAX = re.compile(r"\\(?:frac|sqrt|boxed|sum|int|cdot|times|le|ge|pi)\b|\$[^$\n]{1,200}\$"
+                          r"|\d\s*[-+*/^×÷=]\s*\d|\d\s*=|=\s*\d")
+_MATH_WORDS = frozenset(["solve", "equation", "equations", "integral", "derivative", "probability", "calculate",
+                         "compute", "prove", "theorem", "polynomial", "remainder", "divisible", "prime"])
+_MATH_PHRASES = ("how many", "how much", "sum of", "product of")
+_CODE_SYNTAX = re.compile(r"```|\bdef \w+\(|\bfunction\s*\w*\(|\bclass \w+[:({]|#include\b|\bimport \w+"
+                          r"|\bSELECT\b.+\bFROM\b")
+_CODE_WORDS = frozenset(["python", "javascript", "typescript", "java", "c++", "rust", "golang", "sql", "regex",
+                         "bash", "html", "css", "debug", "compile"])
+_CODE_PHRASES = ("write a function", "write the function", "write a program", "write a script", "write code",
+                 "write a query", "stack trace")
 _INSTRUCTION = re.compile(
     r"^\s*(?:please\s+)?(?:write|explain|summari[sz]e|list|describe|give|translate|create|generate|tell|"
     r"rewrite|classify|suggest|compare|draft|outline|name|define|provide|make|help|recommend|find|convert|"
@@ -72,10 +77,13 @@ def classify(prompt: Any, prompt_text: str, *, ability: str = "", data_source: s
         return MATH
     if _CODE_META.search(meta):
         return CODE
-    text = _request_text(prompt, prompt_text)[:4000]
-    if _CODE_TEXT.search(text):  # code before math: "x = 1" in a program is not arithmetic
+    text = _request_text(prompt, prompt_text)[:2000]
+    low = text.lower()
+    tokens = set(_WORD.findall(low))
+    # code before math: "x = 1" in a program is not arithmetic
+    if _CODE_SYNTAX.search(text) or tokens & _CODE_WORDS or any(p in low for p in _CODE_PHRASES):
         return CODE
-    if _MATH_TEXT.search(text):
+    if _MATH_SYNTAX.search(text) or tokens & _MATH_WORDS or any(p in low for p in _MATH_PHRASES):
         return MATH
     if _INSTRUCTION.search(text) or text.rstrip().endswith("?"):
         return INSTRUCTION

@@ -4,7 +4,6 @@ from __future__ import annotations
 import re
 
 _WORD = re.compile(r"\w+")
-_SPACE = re.compile(r"\s+")
 
 
 def words(text: str) -> list[str]:
@@ -16,9 +15,9 @@ def shingles(tokens: list[str], n: int) -> set[str]:
     """The distinct runs of `n` consecutive tokens; a text shorter than `n` tokens is one shingle."""
     if len(tokens) <= n:
         return {" ".join(tokens)}
-    return {" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1)}
+    return set(map(" ".join, zip(*(tokens[i:] for i in range(n)), strict=False)))
 
 
 def squash_whitespace(text: str) -> str:
     """The text with every run of whitespace removed: two texts equal under it differ only in whitespace."""
-    return _SPACE.sub("", text)
+    return "".join(text.split())
