@@ -112,6 +112,14 @@ def run_reward_probes(run_id: int) -> None:
     probe_run_execute(run_id=run_id)
 
 
+@shared_task(name=queue.RESCORE_RUN)
+def rescore_run(rescore_id: int) -> None:
+    """Score a run's stored rollout samples with another reward version, in the sandbox; a redelivery does nothing."""
+    from webapp.runs.services.rescore import rescore_execute
+
+    rescore_execute(rescore_id=rescore_id)
+
+
 @shared_task(name=queue.DELIVER_NOTIFICATION, bind=True, max_retries=None)
 def deliver_notification(self, delivery_id: int) -> str:
     """Send one notification; a retryable failure comes back after an exponential backoff."""

@@ -32,7 +32,7 @@ KIND = "rollout"
 TOTAL_METRIC = "critic/rewards/mean"
 SCORE_KEY, ERROR_KEY = "r/", "err/"  # VERL dump columns written by training.backends.verl_reward
 VERL_KEYS = {"input", "output", "gts", "score", "step", "acc", "reward_error", "reference_score", "win",
-             "request_id", "data_source"}
+             "request_id", "data_source", "extra_info"}
 STORE_KEYS = {"uid", "sample_index", "components", "errors", "extras", "advantage", "response_length",
               "truncated", "tokens", "token_logratio", "prompt_length"}
 EPSILON = 1e-6  # VERL's compute_grpo_outcome_advantage

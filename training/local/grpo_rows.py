@@ -28,6 +28,7 @@ def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout
         out.append({
             "input": prompts[i], "output": text, "gts": rows[i].get("ground_truth"), "score": float(res.score),
             "step": step, "data_source": str(rows[i].get("data_source") or "default"),
+            "extra_info": rows[i].get("extra_info") or {},  # what the reward got: re-scoring passes it again
             "uid": f"{step}:{i}", "sample_index": j % group_size,
             "components": dict(zip(names, res.components, strict=True)),
             "errors": {n: e for n, e in zip(names, res.errors, strict=True) if e},

@@ -15,10 +15,14 @@ from typing import Any
 
 from training import winrate
 from training.guard_rules import RuleConfigError, parse_rules
+from training.rollouts import TOTAL_METRIC
 
 KL_METRIC = "actor/kl_loss"
 DEFAULT_KL_THRESHOLD = 0.1
 WIN_RATE = re.compile(r"^val-core/(?P<source>.+)/win_rate$")
+# training.rollouts.component_metrics: reward/<component>/mean, /error_share and /<key>/mean (dict rewards)
+COMPONENT = re.compile(r"^reward/(?P<component>[^/]+)/mean$")
+COMPONENT_EXTRA = re.compile(r"^reward/(?P<component>[^/]+)/(?P<key>.+)/mean$")
 
 
 def series(name: str, label: str = "", band: tuple[str, str] | None = None, count: str | None = None) -> dict:
@@ -86,6 +90,26 @@ def win_rate_chart(names: Iterable[str]) -> dict:
     return out
 
 
+def reward_component_charts(names: Iterable[str]) -> list[dict]:
+    """One line per reward component next to the optimised total, each component's share of errors, and
+    the other numbers of rewards that return a dict; nothing for a run that logged no component."""
+    names = set(names)
+    components = sorted({m.group("component") for n in names if (m := COMPONENT.match(n))})
+    if not components:
+        return []
+    charts = [
+        chart("reward_components", "Reward components (mean) and the optimised total",
+              [series(TOTAL_METRIC, "total (optimised)")] + [series(f"reward/{c}/mean", c) for c in components]),
+        chart("reward_errors", "Reward errors (share of samples where a component failed)",
+              [series(f"reward/{c}/error_share", c) for c in components], unit="rate"),
+    ]
+    extras = sorted(n for n in names if COMPONENT_EXTRA.match(n) and not COMPONENT.match(n))
+    if extras:
+        charts.append(chart("reward_extras", "Reward details (the other numbers a reward returned)",
+                            [series(n, n[len("reward/"):-len("/mean")]) for n in extras]))
+    return charts
+
+
 def _grpo(names: set[str], config: dict) -> list[dict]:
     threshold = kl_threshold(config)
     guard_on = bool(((config or {}).get("kl_guard") or {}).get("enabled", True))
@@ -96,6 +120,7 @@ def _grpo(names: set[str], config: dict) -> list[dict]:
     return [
         chart("reward", "Reward (mean, min–max band)",
               [series("critic/score/mean", "mean", band=("critic/score/min", "critic/score/max"))]),
+        *reward_component_charts(names),
         chart("kl", "KL to the reference policy",
               [series(KL_METRIC, "KL loss")], threshold={"value": threshold, "label": label}),
         win_rate_chart(names),
@@ -117,6 +142,7 @@ def _prefixed(prefix: str, names: set[str], preferred: list[str]) -> list[dict]:
 
 def _distill(names: set[str]) -> list[dict]:
     charts = _prefixed("distill/", names, ["distill/loss", "distill/kd_loss", "distill/top1_agreement"])
+    charts += reward_component_charts(names)  # on-policy distillation with a task reward
     val = sorted(n for n in names if n.startswith("val/distill/"))
     if val:
         charts.append(chart("val_distill", "Validation (teacher agreement)", [series(n, n[4:]) for n in val],

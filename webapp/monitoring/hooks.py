@@ -1,5 +1,6 @@
 """Subscribed to the runs app's `job_synced` signal: metric rollups, the KL guard and health rules,
-stall detection, scheduled human evaluations, protected checkpoints, retention after each sync of a job.
+stall detection, scheduled human evaluations, protected checkpoints, checkpoint and rollout-store retention after
+each sync of a job.
 
 `after_sync(job, new_points)` never raises: a monitoring failure must not stop ingest.
 """
@@ -12,6 +13,7 @@ from typing import Any
 from webapp.monitoring.rollup import rollup_sync
 from webapp.monitoring.services import guard_rules_process, kl_guard_process, retention_apply, write_protected
 from webapp.monitoring.services.periodic import schedule_process
+from webapp.monitoring.services.rollouts import rollout_retention_apply
 from webapp.monitoring.services.stall import notify_final_state, stall_check
 from webapp.runs.models import FINAL_STATES, Job
 
@@ -74,3 +76,7 @@ def after_sync(job: Job, new_points: Iterable[Any]) -> None:
             retention_apply(job=job)
     except Exception:  # noqa: BLE001
         logger.exception("checkpoint protection/retention failed for job %s", job.pk)
+    try:
+        rollout_retention_apply(job=job)  # during the run too: a long run's store must stay bounded
+    except Exception:  # noqa: BLE001
+        logger.exception("rollout-store retention failed for job %s", job.pk)

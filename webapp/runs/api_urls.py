@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.runs import api
+from webapp.runs import api, api_rescore
 
 urlpatterns = [
     path("", api.JobListApi.as_view(), name="api-jobs"),
@@ -9,4 +9,6 @@ urlpatterns = [
     path("<int:pk>/cancel/", api.JobCancelApi.as_view(), name="api-job-cancel"),
     path("<int:pk>/resume/", api.JobResumeApi.as_view(), name="api-job-resume"),
     path("<int:pk>/log/", api.JobLogApi.as_view(), name="api-job-log"),
+    path("<int:pk>/rescores/", api_rescore.RescoreListApi.as_view(), name="api-job-rescores"),
+    path("<int:pk>/rescores/<int:rid>/", api_rescore.RescoreDetailApi.as_view(), name="api-job-rescore"),
 ]

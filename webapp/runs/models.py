@@ -184,3 +184,71 @@ class RunEvent(TimeStampedModel):
 
     class Meta:
         ordering = ["job", "created_at", "id"]
+
+
+class RescoreState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class Rescore(models.Model):
+    """A run's stored rollout samples scored again with another reward version (no regeneration).
+
+    With `component` set, the new version takes that component's place in the job's mix (same weight and
+    shaping, the other components' stored scores kept); else the new version's score stands alone."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="rescores")
+    reward_version = models.ForeignKey("rewards.RewardVersion", on_delete=models.PROTECT, related_name="+")
+    component = models.CharField(max_length=200, blank=True)  # the replaced component's name, "" = alone
+    steps = models.JSONField(default=list)  # the rollout steps asked for
+    state = models.CharField(max_length=16, choices=RescoreState.choices, default=RescoreState.QUEUED)
+    sample_count = models.PositiveIntegerField(default=0)
+    done_count = models.PositiveIntegerField(default=0)
+    changed_count = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"re-score {self.pk} of {self.job} with {self.reward_version}"
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in (RescoreState.QUEUED, RescoreState.RUNNING)
+
+    @property
+    def changed_share(self) -> float | None:
+        return self.changed_count / self.done_count if self.done_count else None
+
+
+class RescoreSample(models.Model):
+    """One stored sample's old and new score."""
+
+    rescore = models.ForeignKey(Rescore, on_delete=models.CASCADE, related_name="samples")
+    step = models.IntegerField()
+    row = models.IntegerField()  # line of samples/rollout/<step>.jsonl
+    uid = models.CharField(max_length=100, blank=True)
+    prompt = models.TextField()
+    response = models.TextField()
+    old_score = models.FloatField(null=True)
+    new_score = models.FloatField(null=True)
+    delta = models.FloatField(null=True)
+    changed = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["rescore", "step", "row"]
+        indexes = [models.Index(fields=["rescore", "changed"], name="rescore_sample_changed")]
+        constraints = [models.UniqueConstraint(fields=["rescore", "step", "row"], name="unique_rescore_sample")]
+
+    def __str__(self) -> str:
+        return f"{self.rescore} step {self.step} row {self.row}"

@@ -172,3 +172,44 @@ def default_reward_spec(*, project, kind: str) -> dict[str, Any]:
 
 def reward_versions_of(job: Job) -> QuerySet[RewardVersion]:
     return job.reward_versions.select_related("function").order_by("function__name")
+
+
+# -- re-scores -----------------------------------------------------------------------------------
+
+RESCORE_SORTS = {"step": ("step", "row"), "old": ("old_score",), "-old": ("-old_score",), "new": ("new_score",),
+                 "-new": ("-new_score",), "delta": ("delta",), "-delta": ("-delta",)}
+RESCORE_SHOWS = ("all", "changed", "unchanged", "errors")
+
+
+def job_rescores(job: Job):
+    from webapp.runs.models import Rescore
+
+    return Rescore.objects.filter(job=job).select_related("reward_version__function", "created_by")
+
+
+def rescore_get(*, project, pk: int):
+    from webapp.runs.models import Rescore
+
+    return Rescore.objects.select_related("job", "reward_version__function", "created_by").filter(
+        job__project=project, pk=pk).first()
+
+
+def rescore_samples(rescore, *, sort: str = "step", show: str = "all", step: int | None = None, text: str = ""):
+    """A re-score's samples, filtered (changed / unchanged / errors, one step, text in the response) and sorted
+    (missing scores last)."""
+    from django.db.models import F
+
+    qs = rescore.samples.all()
+    if show == "changed":
+        qs = qs.filter(changed=True)
+    elif show == "unchanged":
+        qs = qs.filter(changed=False)
+    elif show == "errors":
+        qs = qs.exclude(error="")
+    if step is not None:
+        qs = qs.filter(step=step)
+    if text:
+        qs = qs.filter(response__icontains=text)
+    order = [F(f[1:]).desc(nulls_last=True) if f.startswith("-") else F(f).asc(nulls_last=True)
+             for f in RESCORE_SORTS.get(sort, RESCORE_SORTS["step"])]
+    return qs.order_by(*order, "step", "row")

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.runs import views
+from webapp.runs import views, views_rescore
 
 app_name = "runs"
 
@@ -15,4 +15,6 @@ urlpatterns = [
     path("<int:pk>/resume/", views.job_resume, name="resume"),
     path("<int:pk>/clone/", views.job_clone, name="clone"),
     path("<int:pk>/register-model/", views.job_register_model, name="register-model"),
+    path("<int:pk>/rescores/", views_rescore.rescore_list, name="rescores"),
+    path("<int:pk>/rescores/<int:rid>/", views_rescore.rescore_detail, name="rescore"),
 ]

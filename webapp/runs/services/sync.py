@@ -78,27 +78,43 @@ def _tail_state(tail) -> dict:
     return {"offset": tail.offset, "head": getattr(tail, "_head", b"").hex(), "ino": getattr(tail, "_ino", None)}
 
 
+def _late_rollout_steps(state: dict, record_steps: list[int], dumps: set[int]) -> list[int]:
+    """Rollout dumps of steps already ingested that were not there when their metrics line was read."""
+    seen, read = int(state.get("max_step", 0)), int(state.get("rollouts_read", 0))
+    return sorted(s for s in dumps if read < s <= seen and s not in record_steps)
+
+
 def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
     """Upsert the lines added to this attempt's metrics.jsonl since the last call; return the new points.
 
     Each step read also gets the metrics its sample dumps give (VERL's tied-group share; validation wins /
-    ties / losses and accuracy)."""
+    ties / losses and accuracy; the per-component reward series)."""
+    from training import rollouts
     from training.ingest import derived_metrics
 
-    tail = _tail_for(attempt_dir(job, attempt.number).metrics, attempt.ingest or {})
+    previous = attempt.ingest or {}
+    tail = _tail_for(attempt_dir(job, attempt.number).metrics, previous)
     records = tail.read_new()
-    state = _tail_state(tail)
+    record_steps = sorted({s for s, _ in records})
+    dumps = set(rollouts.steps(job.run_dir)) if job.run_dir else set()
+    late = _late_rollout_steps(previous, record_steps, dumps)
+    state = {**_tail_state(tail), "max_step": max([int(previous.get("max_step", 0)), *record_steps]),
+             "rollouts_read": max([int(previous.get("rollouts_read", 0)), *late,
+                                   *(s for s in record_steps if s in dumps)])}
     if state != attempt.ingest:
         attempt.ingest = state
         JobAttempt.objects.filter(pk=attempt.pk).update(ingest=state)
-    if not records:
+    if not records and not late:
         return []
     values: dict[tuple[str, int], float | None] = {}
     # With its step's metrics line, not on its own: the health rules judge each step once, on everything logged.
-    derived = [(step, derived_metrics(job.run_dir, step)) for step in sorted({s for s, _ in records})]
+    # A dump written after its step's line (VERL writes them from a background thread) is read on a later sync.
+    derived = [(step, derived_metrics(job.run_dir, step)) for step in sorted({*record_steps, *late})]
     for step, data in derived + records:  # a value the trainer logged wins
         for name, value in data.items():
             values[(name[:128], step)] = value  # a later line for the same step wins
+    if not values:
+        return []
     steps = [s for _, s in values]
     newer = set(MetricPoint.objects.filter(job=job, attempt__gt=attempt.number, step__gte=min(steps),
                                            step__lte=max(steps)).values_list("name", "step"))

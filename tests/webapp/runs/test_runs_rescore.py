@@ -1,0 +1,125 @@
+"""Re-scoring a run's stored rollout samples with another reward version: services, API, CLI, a real worker."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from tests.webapp.demo_run import LENIENT_SOURCE, WEIGHTS, train_demo_job
+from training import ingest, rollouts
+from webapp.core.services import ApplicationError
+from webapp.rewards.models import RewardFunction
+from webapp.rewards.services import reward_version_save
+from webapp.runs.models import Rescore, RescoreSample
+from webapp.runs.services import rescore as service
+
+
+@pytest.fixture
+def trained(project, engineer, tiny_model_dir, no_enqueue, fake_supervisor):
+    return train_demo_job(project, engineer, tiny_model_dir)
+
+
+def _lenient(project, engineer):
+    fn = RewardFunction.objects.get(project=project, name="exact-match")
+    return reward_version_save(function=fn, user=engineer, source=LENIENT_SOURCE, message="one off counts").version
+
+
+def _lenient_score(row) -> float:
+    try:
+        return 1.0 if abs(int(row["output"].strip()) - int(row["gts"])) <= 1 else 0.0
+    except ValueError:
+        return 0.0
+
+
+def _expected(job) -> dict[tuple[int, int], tuple[float, float]]:
+    """(step, row) -> (old, new): the job's mix with the exact match replaced by the lenient version."""
+    out = {}
+    for step in rollouts.steps(job.run_dir):
+        for i, row in enumerate(ingest.read_samples(job.run_dir, "rollout", step)):
+            shape = row["components"]["shape_v1"]
+            new = WEIGHTS["exact_match_v1"] * _lenient_score(row) + (WEIGHTS["shape_v1"] * shape if shape is not None
+                                                                      else 0.0)
+            out[(step, i)] = (row["score"], new)
+    return out
+
+
+def _check_results(rescore: Rescore, expected) -> None:
+    got = {(s.step, s.row): (s.old_score, s.new_score, s.changed) for s in rescore.samples.all()}
+    assert set(got) == set(expected)
+    for key, (old, new) in expected.items():
+        assert got[key][0] == pytest.approx(old) and got[key][1] == pytest.approx(new), key
+        assert got[key][2] == (abs(new - old) > 1e-9), key
+    changed = sum(abs(n - o) > 1e-9 for o, n in expected.values())
+    assert rescore.changed_count == changed and rescore.done_count == len(expected)
+    assert 0 < changed < len(expected)  # the lenient version changes some samples, not all
+
+
+@pytest.mark.django_db
+def test_the_cli_rescores_in_place_of_the_same_functions_component(trained, project, engineer):
+    version = _lenient(project, engineer)
+    call_command("rescore_run", str(trained.pk), "--reward", "exact-match", "--here", "--user", engineer.username)
+    rescore = Rescore.objects.get()
+    assert rescore.reward_version == version and rescore.component == "exact_match_v1"
+    assert rescore.state == "succeeded" and rescore.steps == [1, 2, 3]
+    _check_results(rescore, _expected(trained))
+    # alone: the lenient score itself against the stored total
+    call_command("rescore_run", str(trained.pk), "--reward", "exact-match", "--alone", "--steps", "2", "--here")
+    alone = Rescore.objects.latest("pk")
+    rows = ingest.read_samples(trained.run_dir, "rollout", 2)
+    assert [s.new_score for s in alone.samples.order_by("row")] == [_lenient_score(r) for r in rows]
+    with pytest.raises(CommandError, match="No stored samples for step 9"):
+        call_command("rescore_run", str(trained.pk), "--reward", "exact-match", "--steps", "2,9")
+    with pytest.raises(CommandError, match="no reward 'nope'"):
+        call_command("rescore_run", str(trained.pk), "--reward", "nope")
+
+
+@pytest.mark.django_db
+def test_bad_requests_are_refused_with_the_field_at_fault(trained, project, engineer, api_for):
+    from webapp.core.models import Project
+    from webapp.rewards.services import reward_function_create
+
+    other = Project.objects.create(slug="other", name="Other")
+    foreign = reward_function_create(project=other, user=None, name="x", source=LENIENT_SOURCE).latest_version
+    with pytest.raises(ApplicationError) as exc:
+        service.rescore_create(job=trained, user=engineer, version=foreign)
+    assert exc.value.field == "version"
+    with pytest.raises(ApplicationError, match="no reward component 'nope'"):
+        service.rescore_create(job=trained, user=engineer, version=_lenient(project, engineer), component="nope")
+    url = f"/api/projects/{project.slug}/jobs/{trained.pk}/rescores/"
+    resp = api_for(engineer).post(url, {"version": foreign.pk}, format="json")
+    assert resp.status_code == 400 and resp.json()["field"] == "version"
+    resp = api_for(engineer).post(url, {"version": foreign.pk, "steps": "1-x"}, format="json")
+    assert resp.status_code == 400 and resp.json()["field"] == "steps"
+    assert not Rescore.objects.exists()
+
+
+def test_a_real_worker_rescores_with_progress_and_the_api_sorts_and_filters(
+        celery_worker_proc, project, engineer, viewer, tiny_model_dir, no_enqueue, fake_supervisor, api_for):
+    job = train_demo_job(project, engineer, tiny_model_dir)
+    version = _lenient(project, engineer)
+    url = f"/api/projects/{project.slug}/jobs/{job.pk}/rescores/"
+    assert api_for(viewer).post(url, {"version": version.pk}, format="json").status_code == 403
+    resp = api_for(engineer).post(url, {"version": version.pk}, format="json")
+    assert resp.status_code == 202, resp.content
+    body = resp.json()
+    assert body["state"] == "queued" and body["sample_count"] == 3 * 128 and body["component"] == "exact_match_v1"
+    detail, deadline = f"{url}{body['id']}/", time.monotonic() + 120
+    while time.monotonic() < deadline:
+        got = api_for(viewer).get(detail).json()
+        if got["state"] in ("succeeded", "failed"):
+            break
+        time.sleep(0.2)
+    assert got["state"] == "succeeded", (got, celery_worker_proc.log_path.read_text()[-3000:])
+    rescore = Rescore.objects.get(pk=body["id"])
+    expected = _expected(job)
+    _check_results(rescore, expected)
+    assert got["changed_share"] == pytest.approx(rescore.changed_count / len(expected))
+    assert [s["step"] for s in got["summary"]["per_step"]] == [1, 2, 3]
+    # the biggest rises first, only changed samples
+    page = api_for(viewer).get(detail, {"show": "changed", "sort": "-delta"}).json()
+    deltas = [s["delta"] for s in page["samples"]]
+    assert page["count"] == rescore.changed_count and deltas == sorted(deltas, reverse=True)
+    assert all(s["changed"] for s in page["samples"])
+    assert api_for(viewer).get(detail, {"sort": "nope"}).status_code == 400
+    assert RescoreSample.objects.filter(rescore=rescore, step=2).count() == 128
