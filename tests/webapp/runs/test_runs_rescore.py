@@ -20,9 +20,12 @@ def trained(project, engineer, tiny_model_dir, no_enqueue, fake_supervisor):
     return train_demo_job(project, engineer, tiny_model_dir)
 
 
-def _lenient(project, engineer):
+def _lenient(project, engineer, slow: bool = False):
     fn = RewardFunction.objects.get(project=project, name="exact-match")
-    return reward_version_save(function=fn, user=engineer, source=LENIENT_SOURCE, message="one off counts").version
+    source = LENIENT_SOURCE
+    if slow:
+        source = source.replace("    try:", "    __import__('time').sleep(0.005)\n    try:")
+    return reward_version_save(function=fn, user=engineer, source=source, message="one off counts").version
 
 
 def _lenient_score(row) -> float:
@@ -94,23 +97,32 @@ def test_bad_requests_are_refused_with_the_field_at_fault(trained, project, engi
     assert not Rescore.objects.exists()
 
 
+@pytest.fixture
+def trained_committed(transactional_db, project, engineer, tiny_model_dir, no_enqueue, fake_supervisor):
+    """The trained job, committed for a worker to see (made before the worker starts: its launch runs the
+    reward probes here)."""
+    return train_demo_job(project, engineer, tiny_model_dir)
+
+
 def test_a_real_worker_rescores_with_progress_and_the_api_sorts_and_filters(
-        celery_worker_proc, project, engineer, viewer, tiny_model_dir, no_enqueue, fake_supervisor, api_for):
-    job = train_demo_job(project, engineer, tiny_model_dir)
-    version = _lenient(project, engineer)
+        trained_committed, celery_worker_proc, project, engineer, viewer, api_for):
+    job = trained_committed
+    version = _lenient(project, engineer, slow=True)  # ~2 s of scoring: progress shows on the way
     url = f"/api/projects/{project.slug}/jobs/{job.pk}/rescores/"
     assert api_for(viewer).post(url, {"version": version.pk}, format="json").status_code == 403
     resp = api_for(engineer).post(url, {"version": version.pk}, format="json")
     assert resp.status_code == 202, resp.content
     body = resp.json()
     assert body["state"] == "queued" and body["sample_count"] == 3 * 128 and body["component"] == "exact_match_v1"
-    detail, deadline = f"{url}{body['id']}/", time.monotonic() + 120
+    detail, deadline, seen = f"{url}{body['id']}/", time.monotonic() + 120, []
     while time.monotonic() < deadline:
         got = api_for(viewer).get(detail).json()
+        seen.append((got["state"], got["done_count"]))
         if got["state"] in ("succeeded", "failed"):
             break
-        time.sleep(0.2)
+        time.sleep(0.1)
     assert got["state"] == "succeeded", (got, celery_worker_proc.log_path.read_text()[-3000:])
+    assert any(state == "running" and 0 < done < 384 for state, done in seen), seen  # progress while it ran
     rescore = Rescore.objects.get(pk=body["id"])
     expected = _expected(job)
     _check_results(rescore, expected)
