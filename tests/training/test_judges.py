@@ -126,3 +126,23 @@ def test_cli_writes_the_result_and_refuses_with_exit_2(tmp_path, capsys):
     assert json.loads((tmp_path / "out.json").read_text())["summary"]["pairs"] == 4
     (tmp_path / "judge.json").write_text(json.dumps({"kind": "oracle"}))
     assert judges.main(args) == 2 and "judge kind" in capsys.readouterr().err
+
+
+def test_a_judge_model_on_the_tiny_demo_model_runs_both_orders(tmp_path):
+    """The real generator on the demo model: its answers are parsed (mostly into nothing: it is random)
+    and each pair is asked twice, the policy shown first and then second."""
+    from training.demo import DEMO_VOCAB
+    from training.models import build_tiny_model
+
+    model = build_tiny_model(tmp_path / "judge", vocab=DEMO_VOCAB + "AB", hidden=32, layers=1, max_positions=512)
+    result = judges.judge_pairs(PAIRS, {"kind": "judge_model", "path": str(model), "max_new_tokens": 3},
+                                resamples=100)
+    assert len(result["pairs"]) == 4
+    for p in result["pairs"]:
+        assert (p["first"]["policy_position"], p["second"]["policy_position"]) == ("A", "B")
+        for order in (p["first"], p["second"]):
+            assert isinstance(order["answer"], str)
+            assert order["choice"] == judges.parse_choice(order["answer"])
+            assert order["outcome"] == judges.choice_outcome(order["choice"], order["policy_position"])
+    s = result["summary"]
+    assert s["n"] + s["unjudged"] == 4 and s["wins"] + s["ties"] + s["losses"] == s["n"]

@@ -133,3 +133,40 @@ def test_reward_up_people_prefer_the_older_checkpoint_is_flagged_once(make_job, 
 def test_no_flag_without_a_gap(make_job, checkpoint, points, sent, reviewer, rewards, choice):
     _job, task = _judged_task(make_job, checkpoint, points, sent, reviewer, rewards, choice)
     assert not task.gap["flagged"] and task.flagged_at is None
+
+
+def test_the_worker_generates_both_sides_and_opens_the_task(make_job, tiny_model_dir, project, reviewer, sent):
+    """The real pair generator (a subprocess, the demo model): a checkpoint vs the base on the val prompts."""
+    import shutil
+
+    from webapp.monitoring.services import human_eval_prepare
+    from webapp.runs.models import Checkpoint, ModelEntry
+
+    job = scheduled_job(make_job, every=1, against="base", items=2, max_new_tokens=4)
+    job.base_model = ModelEntry.objects.create(project=project, name="tiny", path=str(tiny_model_dir))
+    job.save()
+    ckpt = Path(job.run_dir) / "checkpoints" / "global_step_5"
+    shutil.copytree(tiny_model_dir, ckpt / "model")
+    (ckpt / "manifest.json").write_text(json.dumps({"step": 5, "format": "local", "lora": False}))
+    Checkpoint.objects.create(job=job, step=5, path=str(ckpt))
+    (task,) = schedule_process(job)
+    task = human_eval_prepare(task_id=task.pk)
+    assert task.status == "ready", task.error
+    assert task.is_open and list(task.assignees.all()) == [reviewer]
+    items = list(task.items.order_by("index"))
+    assert [i.prompt for i in items] == ["0+1=", "1+1="] and items[0].ground_truth == "1"
+    assert items[0].policy_response == items[0].reference_response  # the same weights, greedy: the same answer
+    assert human_eval_prepare(task_id=task.pk).items.count() == 2  # a redelivered task does nothing
+
+
+def test_a_generation_failure_is_shown_on_the_task(make_job, checkpoint, project, sent, tmp_path):
+    from webapp.monitoring.services import human_eval_prepare
+    from webapp.runs.models import ModelEntry
+
+    job = scheduled_job(make_job, every=1, against="base")
+    job.base_model = ModelEntry.objects.create(project=project, name="empty", path=str(tmp_path))
+    job.save()
+    checkpoint(job, 5)  # a fake model folder: nothing can load it
+    (task,) = schedule_process(job)
+    task = human_eval_prepare(task_id=task.pk)
+    assert task.status == "failed" and task.error and not task.is_open and task.items.count() == 0
