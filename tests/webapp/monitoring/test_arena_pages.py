@@ -146,3 +146,20 @@ def test_registered_models_are_sides_and_reward_models_are_not(project, engineer
     rm = ModelEntry.objects.create(project=project, name="rm", kind=ModelKind.REWARD_MODEL, path="/models/rm")
     values = [v for v, _ in side_choices(project)]
     assert f"model:{lm.pk}" in values and f"model:{rm.pk}" not in values
+
+
+def test_prompts_from_a_dataset_version_split_and_limit(sides, engineer, as_user, project, monkeypatch, tiny_model_dir):
+    from tests.webapp.monitoring.conftest import job_inputs
+
+    monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: None)
+    version = job_inputs(project, tiny_model_dir)["dataset_version"]
+    client = as_user(engineer)
+    base = {"side_a": sides["a"], "side_b": sides["b"], "source": "dataset", "max_new_tokens": 4, "temperature": 0,
+            "top_p": 1.0, "dataset_version": version.pk, "split": "val", "limit": 4}
+    r = client.post(f"/p/{project.slug}/monitor/arenas/", base)
+    assert r.status_code == 302
+    arena = Arena.objects.get()
+    val = list(version.rows.filter(split="val").order_by("index").values_list("prompt", flat=True)[:4])
+    assert arena.prompts == val and arena.dataset_version_id == version.pk and arena.sampling["temperature"] == 0
+    r = client.post(f"/p/{project.slug}/monitor/arenas/", {**base, "dataset_version": ""})
+    assert r.status_code == 200 and "Choose a dataset version" in r.content.decode()

@@ -84,7 +84,9 @@ def prompts_typed(text: str) -> list[str]:
 
 
 def prompts_from_version(project, version: DatasetVersion | None, split: str, limit: int) -> list:
-    if version is None or version.dataset.project_id != project.pk:
+    if version is None:
+        raise ApplicationError("Choose a dataset version.", field="dataset_version")
+    if version.dataset.project_id != project.pk:
         raise ApplicationError("That dataset version is not in this project.", field="dataset_version")
     if version.status != VersionStatus.READY:
         raise ApplicationError(f"{version} is {version.status}, not ready.", field="dataset_version")
