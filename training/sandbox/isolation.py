@@ -2,8 +2,8 @@
 
 bubblewrap mode: no network (own network/IPC/UTS/PID namespaces); an empty root into which only the
 system folders (SYSTEM_DIRS), the interpreter's prefix and the venv are bound read-only, so the app's
-data folders (runs, models, uploads, var/) are absent wherever they live; a private size-capped tmpfs
-/tmp as the only writable place; the caller's hidden paths that lie inside a bound folder masked by
+data folders (runs, models, uploads, var/) are absent wherever they live; private size-capped tmpfs
+/tmp and /dev/shm as the only writable places; the caller's hidden paths that lie inside a bound folder masked by
 empty read-only tmpfs; a cleaned environment, uid 65534 without capabilities, --die-with-parent,
 --new-session.
 
@@ -182,8 +182,10 @@ def _bwrap_argv(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list
             argv.extend(["--symlink", os.readlink(d), d])
         elif os.path.isdir(d):
             argv.extend(["--ro-bind", d, d])
+    # /dev/shm: a private tmpfs too (the IPC namespace is private), for multiprocessing's semaphores:
+    # VERL's own scorers (prime_math) time sympy out in a child process through a multiprocessing.Queue
     argv += ["--dev", "/dev", "--proc", "/proc", "--perms", "1777", "--size", str(limits.tmp_mb << 20),
-             "--tmpfs", "/tmp"]
+             "--tmpfs", "/tmp", "--perms", "1777", "--size", str(limits.tmp_mb << 20), "--tmpfs", "/dev/shm"]
     bound = [os.path.realpath(d) for d in SYSTEM_DIRS if os.path.isdir(d)]
     # The interpreter and the venv are bound even when they live under /tmp (a checkout there): binds
     # after --tmpfs /tmp land on top of the private /tmp. Other import roots under /tmp (a script's
@@ -230,7 +232,7 @@ def _bwrap_details(limits: SandboxLimits, hidden: list[str], as_root: bool) -> l
         "bubblewrap: own network, IPC, UTS and PID namespaces (no network at all)",
         "an empty root: only " + ", ".join(d for d in SYSTEM_DIRS if os.path.exists(d)) + ", the interpreter "
         "and the venv are there, read-only (no app data: runs, models, uploads, the database)",
-        f"private /tmp (tmpfs, {limits.tmp_mb} MB) is the only writable place",
+        f"private /tmp and /dev/shm (tmpfs, {limits.tmp_mb} MB each) are the only writable places",
         "hidden: " + ", ".join(hidden),
         f"runs as uid {SANDBOX_UID} with no capabilities and no_new_privs"
         + (" (root drops privileges inside the sandbox, after the mounts)" if as_root else

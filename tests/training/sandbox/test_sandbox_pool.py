@@ -126,6 +126,48 @@ def test_slowest_samples_are_named_with_their_own_time():
     assert res.durations_ms[slow[2][0]] == slow[2][1] and res.scores[5] == res.scores[17] == 1.0
 
 
+TIMED = '''
+import multiprocessing, signal
+
+def _slow(q, n):
+    q.put(sum(range(n + 1)))
+
+def _alarm(signum, frame):
+    raise TimeoutError("too slow")
+
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
+    if solution_str == "alarm":  # a signal-based timeout of the reward's own (SIGALRM, main thread)
+        old = signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        try:
+            while True:
+                pass
+        except TimeoutError:
+            return 0.5
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+    # a timeout in a child process through a multiprocessing.Queue, as VERL's timeout_limit (prime_math)
+    q = multiprocessing.Queue(maxsize=1)
+    p = multiprocessing.Process(target=_slow, args=(q, int(solution_str)))
+    p.start()
+    p.join(timeout=5)
+    if p.is_alive():
+        p.terminate()
+        return -1.0
+    return float(q.get(timeout=1) > 0)
+'''
+
+
+def test_a_rewards_own_timeouts_work_in_the_pool():
+    items = [item(str(i)) for i in range(12)]
+    items[3] = item("alarm")
+    with SandboxPool(TIMED, limits=LIMITS, size=2) as p:
+        res = p.score_batch(items)
+    assert [r.error for r in res] == [None] * 12
+    assert res.scores == [0.0, 1.0, 1.0, 0.5] + [1.0] * 8
+
+
 def test_the_pool_size_comes_from_the_cpu_budget():
     assert pool_size(None) == min(cpu_count(), 4)
     assert pool_size(8) == 8

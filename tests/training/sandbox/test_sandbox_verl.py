@@ -16,6 +16,8 @@ ROWS = [
     ("openai/gsm8k", "#### 71", "72"),
     ("lighteval/MATH", "So the answer is \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"),
     ("lighteval/MATH", "\\boxed{3}", "4"),
+    # prime_math compares with sympy in a child process (multiprocessing.Queue: needs /dev/shm)
+    ("numina_synthetic_math", "Step 2: so $\\boxed{x^2+2x+1}$", "(x+1)^2"),
 ]
 
 DEFAULT = "from verl.utils.reward_score import default_compute_score as compute_score\n"
@@ -44,7 +46,7 @@ def test_verl_scorers_give_the_same_scores_in_the_sandbox_as_in_process():
         items = [{"data_source": d, "solution_str": s, "ground_truth": g, "extra_info": {"split": "test"}}
                  for d, s, g in ROWS]
         direct = [float(default_compute_score(d, s, g, {"split": "test"})) for d, s, g in ROWS]
-        assert direct == [1.0, 1.0, 0.0, 0.0, 1.0, 0.0]  # the rows do exercise both outcomes
+        assert direct == [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0]  # the rows do exercise both outcomes
         res = default_box.score_batch(items)
         assert [r.error for r in res] == [None] * len(ROWS)
         assert [r.score for r in res] == direct
