@@ -14,16 +14,14 @@ Exit code 2: the request is wrong (the message says how); anything else is a cra
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
-import tempfile
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from training import winrate
 from training.checkpoints import step_of
-from training.generation import GenerationError, checkpoint_format, load_checkpoint_model
+from training.generation import GenerationError, checkpoint_format, load_generator
 from training.jobspec import JobSpec, JobSpecError, read_spec
 from training.local.config import HParams, JobError
 from training.reward_client import RewardConfigError, RewardScorer
@@ -60,8 +58,12 @@ def _abs(run_dir: Path, value: Any, what: str) -> Path:
     return p if p.is_absolute() else run_dir / p
 
 
+def _greedy(gen, prompts: list[str], max_new_tokens: int) -> list[str]:
+    return [g[0].text for g in gen.generate(prompts, max_new_tokens=max_new_tokens, temperature=0.0)]
+
+
 def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, max_rows: int | None = None,
-             device: str | None = None) -> dict[str, Any]:
+             device: str | None = None, engine: str = "auto") -> dict[str, Any]:
     """Evaluate `checkpoint` of the run in `run_dir`; writes and returns the result dict."""
     run_dir, ckpt, out = Path(run_dir).resolve(), Path(checkpoint).resolve(), Path(out).resolve()
     job = read_job(run_dir)
@@ -85,44 +87,34 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
         raise EvaluationError(str(exc)) from None
     hp = _hp(job.hp)
     # torch and transformers only now: a refused request answers fast
-    from training.local.common import seed_everything, set_threads
+    from training.local.common import seed_everything
     from training.local.data import check_prompt_lengths
     from training.local.data import read_jsonl as read_rows
-    from training.local.validation import (
-        greedy_responses,
-        needs_base_references,
-        reference_texts,
-        validate_generation,
-    )
-    from training.models import load_model_and_tokenizer, resolve_device
+    from training.local.validation import needs_base_references, reference_texts, validate_generation
+    from training.models import resolve_device
 
     limit = max_rows or hp.val_max_rows
     seed_everything(hp.seed)
     dev = str(resolve_device(device or hp.device))
     dtype = hp.dtype if dev != "cpu" else "float32"
     out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="eval-", dir=out.parent))
-    try:
-        try:
-            model, tok = load_checkpoint_model(ckpt, base_model, dev, dtype, work)
-        except GenerationError as exc:
-            raise EvaluationError(str(exc)) from None
-        set_threads(model)
-        rows = read_rows(val_path)[:limit] if limit else read_rows(val_path)
-        prompts = check_prompt_lengths(rows, tok, hp.max_prompt_length, val_path.name)
+    rows = read_rows(val_path)[:limit] if limit else read_rows(val_path)
+    try:  # the one generation interface: vLLM on a GPU worker that has it, else transformers; greedy
+        with load_generator(ckpt, engine=engine, device=dev, dtype=dtype, base_model=base_model) as policy:
+            prompts = check_prompt_lengths(rows, policy.tok, hp.max_prompt_length, val_path.name)
+            responses = _greedy(policy, prompts, hp.max_response_length)
         base_responses = None
         if needs_base_references(rows):  # no dataset reference: the base model's own reply is the reference
-            base, _ = load_model_and_tokenizer(base_model, dev, dtype)
-            base_responses = greedy_responses(base.eval(), tok, prompts, hp.max_response_length)
-            del base
-        references = reference_texts(rows, base_responses)
-        with RewardScorer(job.reward.to_dict(), run_dir, sandbox=job.sandbox, device=dev,
-                          workers=hp.reward_workers) as scorer:
-            metrics = validate_generation(model=model, tok=tok, rows=rows, prompts=prompts, scorer=scorer,
-                                          references=references, step=step, max_new_tokens=hp.max_response_length,
-                                          run_dir=out.parent, tie_tolerance=hp.tie_tolerance)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
+            with load_generator(base_model, engine=engine, device=dev, dtype=dtype) as base:
+                base_responses = _greedy(base, prompts, hp.max_response_length)
+    except GenerationError as exc:
+        raise EvaluationError(str(exc)) from None
+    references = reference_texts(rows, base_responses)
+    with RewardScorer(job.reward.to_dict(), run_dir, sandbox=job.sandbox, device=dev,
+                      workers=hp.reward_workers) as scorer:
+        metrics = validate_generation(model=None, tok=None, rows=rows, prompts=prompts, scorer=scorer,
+                                      references=references, step=step, max_new_tokens=hp.max_response_length,
+                                      run_dir=out.parent, tie_tolerance=hp.tie_tolerance, responses=responses)
     samples_path = RunDir(out.parent).samples("val", step)
     samples = read_jsonl(samples_path)
     summary = winrate.summarize(s.get("win") for s in samples)
@@ -147,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="where to write the result JSON")
     ap.add_argument("--max-rows", type=int, default=None, help="evaluate only the first N validation rows")
     ap.add_argument("--device", default=None, help="auto | cpu | cuda (default: the job's hp.device)")
+    ap.add_argument("--engine", default="auto", help="auto (vLLM with CUDA, else transformers) | vllm | transformers")
     args = ap.parse_args(argv)
     try:
-        result = evaluate(args.run_dir, args.checkpoint, args.out, max_rows=args.max_rows, device=args.device)
+        result = evaluate(args.run_dir, args.checkpoint, args.out, max_rows=args.max_rows, device=args.device,
+                          engine=args.engine)
     except (EvaluationError, JobError, RewardConfigError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2

@@ -45,6 +45,7 @@ class Generator:
     """The interface; `load_generator` returns one of the engines below."""
 
     engine = "none"
+    tok: Any = None  # the tokenizer (Hugging Face API): render and count prompts with it
     workdir: Path | None = None  # a merged copy of the model (VERL checkpoints), removed by close()
 
     def generate(self, prompts: list[str | list[dict]], *, n: int = 1, max_new_tokens: int = 128,

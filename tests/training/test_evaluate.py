@@ -103,3 +103,23 @@ def test_cli_reports_a_clear_error_and_exit_code_2(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: no job.json") and "Traceback" not in proc.stderr
+
+
+def test_generation_goes_through_the_one_interface(tmp_path, models, monkeypatch):
+    import training.evaluate as ev
+
+    run = _run(tmp_path, models["base"], reference="truth")
+    ckpt = _checkpoint(run, models["good"], 3)
+    seen = []
+    real = ev.load_generator
+
+    def spy(path, **kw):
+        seen.append((Path(path), kw["engine"]))
+        return real(path, **kw)
+
+    monkeypatch.setattr(ev, "load_generator", spy)
+    res = evaluate(run, ckpt, tmp_path / "o" / "r.json", max_rows=6, engine="transformers")
+    assert seen == [(ckpt.resolve(), "transformers")] and res["n"] == 6
+    if not torch.cuda.is_available():
+        with pytest.raises(EvaluationError, match="vllm"):
+            evaluate(run, ckpt, tmp_path / "o2" / "r.json", max_rows=2, engine="vllm")

@@ -45,9 +45,13 @@ def needs_base_references(rows: list[dict]) -> bool:
 
 def validate_generation(*, model, tok, rows: list[dict], prompts: list[str], scorer: RewardScorer,
                         references: list[str | None], step: int, max_new_tokens: int, run_dir: Path,
-                        tie_tolerance: float = 1e-6, autocast: Callable | None = None) -> dict[str, float]:
-    """Return the val metrics for `step` and write samples/val/<step>.jsonl."""
-    responses = greedy_responses(model, tok, prompts, max_new_tokens, autocast=autocast)
+                        tie_tolerance: float = 1e-6, autocast: Callable | None = None,
+                        responses: list[str] | None = None) -> dict[str, float]:
+    """Return the val metrics for `step` and write samples/val/<step>.jsonl.
+
+    `responses` already generated (training.evaluate generates through training.generation) skip the model."""
+    if responses is None:
+        responses = greedy_responses(model, tok, prompts, max_new_tokens, autocast=autocast)
     results = scorer.score(requests_for(rows, prompts, responses))
     ref_idx = [i for i, r in enumerate(references) if r is not None]
     ref_results: dict[int, Any] = {}
