@@ -74,6 +74,8 @@ def arena_detail(request, slug, arena_id):
     return render(request, "monitoring/arena_detail.html", {
         "project": access.project, "access": access, "arena": arena, "results": results, "skipped": skipped,
         "mine": arena.pairs.filter(judgements__reviewer=request.user).count(),
+        # which model wrote what is shown only once judging is over: the page must not unblind reviewers
+        "pairs": arena.pairs.prefetch_related("judgements__reviewer")[:500] if results and not arena.is_open else None,
         "export_form": ArenaExportForm(initial={"name": default_name(arena)}),
         "percent": round(100 * arena.progress)})
 
@@ -96,6 +98,7 @@ def arena_judge(request, slug, arena_id):
         "project": access.project, "access": access, "arena": arena, "pair": pair, "pressed": pressed,
         "done": arena.pairs.filter(judgements__reviewer=request.user).count(), "total": total,
         "left_text": pair.response(left) if pair else "", "right_text": pair.response(right) if pair else "",
+        "left_cut": getattr(pair, f"truncated_{left}", False), "right_cut": getattr(pair, f"truncated_{right}", False),
         "prev_pair": arena.pairs.filter(index__lt=pair.index).order_by("-index").first() if pair else None,
         "next_pair": arena.pairs.filter(index__gt=pair.index).order_by("index").first() if pair else None})
 

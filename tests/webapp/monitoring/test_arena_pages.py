@@ -100,6 +100,10 @@ def test_judging_blind_through_the_api_then_results_and_export(ready, reviewer, 
     page = as_user(engineer).get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").content.decode()
     assert "Ties and “both bad” are not half wins" in page and "Too few judgements" in page
     assert "are not exported" in page and "3 judgements can be exported" in page
+    assert 'id="arena-pairs"' not in page and "once the arena is closed" in page  # blind while judging
+    as_user(engineer).post(f"/p/{project.slug}/monitor/arenas/{ready.pk}/toggle/")
+    closed = as_user(reviewer).get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").content.decode()
+    assert 'id="arena-pairs"' in closed and "rita: b is better" in closed
     r = api_for(engineer).post(f"/api/projects/{project.slug}/monitor/arenas/{ready.pk}/export/",
                                {"name": "arena-prefs", "split": "1"}, format="json")
     assert r.status_code == 201 and r.json()["rows"] == 3 and r.json()["version"] == 1
