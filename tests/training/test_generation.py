@@ -131,3 +131,47 @@ def test_bad_requests_are_refused_with_a_reason(gen, tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(GenerationError, match="not an HF model folder"):
         load_generator(tmp_path / "empty", device="cpu")
+
+
+def test_the_vllm_engine_asks_for_n_samples_with_a_seed_per_prompt(monkeypatch, models):
+    """vLLM is not installed here: a stand-in module records what the engine asks of vLLM's API."""
+    import sys
+    import types
+
+    calls = {}
+
+    class SamplingParams:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    class LLM:
+        def __init__(self, **kw):
+            calls["llm"] = kw
+
+        def get_tokenizer(self):
+            return types.SimpleNamespace(eos_token_id=2, chat_template=None)
+
+        def generate(self, prompts, params, lora_request=None, use_tqdm=True):
+            calls["generate"] = (prompts, [p.kw for p in params], lora_request)
+            out = types.SimpleNamespace
+            return [out(outputs=[out(text=f"{p}!{k}", token_ids=[5, 6, 2] if k == 0 else [5, 6, 7],
+                                     finish_reason="stop" if k == 0 else "length") for k in range(p_.kw["n"])])
+                    for p, p_ in zip(prompts, params, strict=True)]
+
+    fake = types.ModuleType("vllm")
+    fake.LLM, fake.SamplingParams = LLM, SamplingParams
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setattr("training.generation.vllm_available", lambda: True)
+    gen = load_generator(models["policy"], engine="auto", device="cuda", dtype="bfloat16")
+    assert gen.engine == "vllm" and calls["llm"]["model"] == str(models["policy"])
+    assert calls["llm"]["dtype"] == "bfloat16"
+    out = gen.generate(["1+2=", [{"role": "user", "content": "3+3="}]], n=2, max_new_tokens=7, temperature=0.5,
+                       top_p=0.9, seed=100)
+    prompts, params, lora = calls["generate"]
+    assert prompts == ["1+2=", "user: 3+3=\nassistant: "] and lora is None
+    assert [p["seed"] for p in params] == [100, 101]
+    assert params[0] == {"n": 2, "temperature": 0.5, "top_p": 0.9, "max_tokens": 7, "seed": 100}
+    assert out[0][0] == Generation("1+2=!0", [5, 6], "stop", False)  # the end-of-sequence id is dropped
+    assert out[0][1].truncated and out[0][1].finish_reason == "length" and out[0][1].token_ids == [5, 6, 7]
+    gen.close()
+    assert gen.llm is None

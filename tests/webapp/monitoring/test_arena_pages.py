@@ -167,3 +167,33 @@ def test_prompts_from_a_dataset_version_split_and_limit(sides, engineer, as_user
     assert arena.prompts == val and arena.dataset_version_id == version.pk and arena.sampling["temperature"] == 0
     r = client.post(f"/p/{project.slug}/monitor/arenas/", {**base, "dataset_version": ""})
     assert r.status_code == 200 and "Choose a dataset version" in r.content.decode()
+
+
+def test_chat_prompts_export_as_conversational_pairs(project, engineer, reviewer):
+    from webapp.datasets.models import DatasetRow
+    from webapp.monitoring.services.arena import arena_judge
+    from webapp.monitoring.services.arena_export import arena_export
+
+    chat = [{"role": "system", "content": "Add."}, {"role": "user", "content": "2+2="}]
+    arena = Arena.objects.create(project=project, title="chat", status=EvaluationStatus.SUCCEEDED, seed=1,
+                                 sides={"a": {"label": "A"}, "b": {"label": "B"}}, prompts=[chat])
+    pair = ArenaPair.objects.create(arena=arena, index=0, prompt=chat, prompt_text="user: 2+2=", response_a="5",
+                                    response_b="4", seed=1)
+    arena_judge(pair=pair, reviewer=reviewer, choice="left" if shown_left(pair, reviewer) == "b" else "right")
+    version = arena_export(arena=arena, user=engineer, split="0")
+    row = DatasetRow.objects.get(version=version)
+    assert row.prompt == chat and row.chosen == [{"role": "assistant", "content": "4"}]
+    assert row.rejected == [{"role": "assistant", "content": "5"}]
+
+
+def test_a_side_that_is_no_model_fails_with_a_reason_and_no_pairs(project, engineer, tmp_path):
+    from webapp.monitoring.services.arena import arena_create, arena_generate
+
+    (tmp_path / "empty").mkdir()
+    a = ModelEntry.objects.create(project=project, name="empty", kind=ModelKind.CAUSAL_LM, path=str(tmp_path / "empty"))
+    b = ModelEntry.objects.create(project=project, name="also-empty", kind=ModelKind.CAUSAL_LM,
+                                  path=str(tmp_path / "empty"))
+    arena = arena_create(project=project, user=engineer, side_a=f"model:{a.pk}", side_b=f"model:{b.pk}",
+                         prompts=["1+1="])
+    arena = arena_generate(arena_id=arena.pk)
+    assert arena.status == "failed" and "not an HF model folder" in arena.error and arena.pairs.count() == 0
