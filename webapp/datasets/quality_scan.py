@@ -21,7 +21,7 @@ Progress = Callable[[float, str], None]
 CHUNK = 2000
 EXAMPLES = 20  # clusters / duplicate groups listed in the report (all of them go to `drops`)
 LISTED = 200  # contaminated and identical-pair rows listed in the report
-LANGUAGE_SAMPLE = 20_000  # beyond this many rows, languages come from every k-th row
+LANGUAGE_SAMPLE = 100_000  # beyond this many rows, languages come from every k-th row
 MEMBERS = 10  # rows shown per listed cluster
 CATEGORIES = {
     "near_duplicates": "Near-duplicates: keep the first row of each cluster",

