@@ -221,10 +221,13 @@ class JudgeKind(models.TextChoices):
 
 
 class JudgeRun(CheckpointWork):
-    """An automatic judge over a human evaluation's pairs, each judged twice with positions swapped
+    """An automatic judge over a human evaluation's or an arena's pairs, each judged twice with positions swapped
     (`python -m training.judges`); W/T/L, bootstrap interval and position-bias share."""
 
-    task = models.ForeignKey(HumanEvalTask, on_delete=models.CASCADE, related_name="judge_runs")
+    task = models.ForeignKey(HumanEvalTask, null=True, blank=True, on_delete=models.CASCADE, related_name="judge_runs")
+    # or an arena's pairs: judged from side B's view (B's wins / ties / losses), as its results table reads
+    arena = models.ForeignKey("monitoring.Arena", null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="judge_runs")
     kind = models.CharField(max_length=16, choices=JudgeKind.choices)
     label = models.CharField(max_length=300)  # the judge's name as shown (model name, "reward of run #7")
     model_path = models.CharField(max_length=500, blank=True)  # reward / judge models: the folder judged with
@@ -243,7 +246,8 @@ class JudgeRun(CheckpointWork):
         pass
 
     def __str__(self) -> str:
-        return f"judge run {self.pk} on human evaluation {self.task_id} ({self.status})"
+        what = f"human evaluation {self.task_id}" if self.task_id else f"arena {self.arena_id}"
+        return f"judge run {self.pk} on {what} ({self.status})"
 
     @property
     def position_bias_share(self) -> float | None:

@@ -23,6 +23,7 @@ urlpatterns = [
     path("arenas/", views_arena.arena_list, name="monitor-arenas"),
     path("arenas/<int:arena_id>/", views_arena.arena_detail, name="monitor-arena"),
     path("arenas/<int:arena_id>/judge/", views_arena.arena_judge, name="monitor-arena-judge"),
+    path("arenas/<int:arena_id>/auto-judge/", views.arena_auto_judge, name="monitor-arena-auto-judge"),
     path("arenas/<int:arena_id>/toggle/", views_arena.arena_toggle, name="monitor-arena-toggle"),
     path("arenas/<int:arena_id>/export/", views_arena.arena_export_view, name="monitor-arena-export"),
 ]

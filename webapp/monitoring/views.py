@@ -215,6 +215,21 @@ def human_eval_detail(request, slug, task_id):
 
 
 @require_POST
+def arena_auto_judge(request, slug, arena_id):
+    from webapp.monitoring.models import Arena
+
+    access = project_access(request.user, slug, Role.ENGINEER)
+    arena = get_object_or_404(Arena, pk=arena_id, project=access.project)
+    try:
+        run = services.judge_request(arena=arena, user=request.user, judge=request.POST.get("judge", ""))
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{run.label} is judging the pairs on a worker (each twice, positions swapped).")
+    return redirect("monitor-arena", slug=slug, arena_id=arena.pk)
+
+
+@require_POST
 def human_eval_auto_judge(request, slug, task_id):
     access = project_access(request.user, slug, Role.ENGINEER)
     task = get_object_or_404(HumanEvalTask.objects.select_related("checkpoint__job"), pk=task_id,

@@ -15,6 +15,7 @@ from webapp.monitoring.forms import ArenaExportForm, ArenaForm
 from webapp.monitoring.models import Arena, EvaluationStatus
 from webapp.monitoring.services import arena as svc
 from webapp.monitoring.services.arena_export import arena_export, default_name, export_rows
+from webapp.monitoring.services.judges import judge_choices
 
 
 def version_choices(project) -> list[tuple[int, str]]:
@@ -77,7 +78,8 @@ def arena_detail(request, slug, arena_id):
         # which model wrote what is shown only once judging is over: the page must not unblind reviewers
         "pairs": arena.pairs.prefetch_related("judgements__reviewer")[:500] if results and not arena.is_open else None,
         "export_form": ArenaExportForm(initial={"name": default_name(arena)}),
-        "percent": round(100 * arena.progress)})
+        "percent": round(100 * arena.progress), "judge_runs": list(arena.judge_runs.order_by("created_at", "id")),
+        "judge_choices": judge_choices(arena=arena) if results else []})
 
 
 def arena_judge(request, slug, arena_id):

@@ -40,7 +40,7 @@ def test_a_reward_model_judges_both_orders_on_the_worker(task, reward_model, eng
     with django_capture_on_commit_callbacks(execute=True):
         run = judge_request(task=task, user=engineer, judge=f"model:{reward_model.pk}")
     assert sent == [(queue.RUN_JUDGE, run.pk)]
-    with pytest.raises(ApplicationError, match="already judging"):
+    with pytest.raises(ApplicationError, match="already judging these pairs"):
         judge_request(task=task, user=engineer, judge=f"model:{reward_model.pk}")
     run = judge_run(judge_run_id=run.pk)
     assert run.status == EvaluationStatus.SUCCEEDED, run.error
@@ -63,7 +63,7 @@ def test_a_judge_that_cannot_run_fails_with_its_message(task, project, tmp_path,
 
 
 def test_bad_judge_choices_are_refused(task, engineer, project, make_job):
-    with pytest.raises(ApplicationError, match="no reward"):
+    with pytest.raises(ApplicationError, match="no run reward"):
         judge_request(task=task, user=engineer, judge="reward")
     with pytest.raises(ApplicationError, match="Choose a judge"):
         judge_request(task=task, user=engineer, judge="oracle")
@@ -84,3 +84,32 @@ def test_the_detail_page_shows_judges_beside_the_humans(task, reward_model, engi
     assert "Automatic judges" in page and "tiny-rm" in page and "positions swapped" in page
     resp = client.post(url + "judge/", {"judge": "nonsense"}, follow=True)
     assert resp.status_code == 200 and "Choose a judge" in resp.content.decode()
+
+
+def test_an_arena_is_judged_from_side_bs_view_on_its_page(project, engineer, reward_model, as_user, monkeypatch):
+    import json
+
+    from webapp.monitoring.models import Arena, ArenaPair
+    from webapp.monitoring.services.arena import arenas_dir
+
+    monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda *a, **k: None)
+    arena = Arena.objects.create(project=project, title="A vs B", status=EvaluationStatus.SUCCEEDED, progress=1.0,
+                                 sides={"a": {"label": "step 10"}, "b": {"label": "step 20"}}, prompts=["1+1="] * 3,
+                                 sampling={"max_new_tokens": 4, "temperature": 0.0, "top_p": 1.0})
+    for i in range(3):
+        ArenaPair.objects.create(arena=arena, index=i, prompt=f"{i}+1=", prompt_text=f"{i}+1=",
+                                 response_a=f"{i + 5}", response_b=f"{i + 1}", seed=i)
+    client = as_user(engineer)
+    url = f"/p/{project.slug}/monitor/arenas/{arena.pk}/"
+    page = client.get(url).content.decode()
+    assert "Automatic judges" in page and f"model:{reward_model.pk}" in page
+    resp = client.post(url + "auto-judge/", {"judge": f"model:{reward_model.pk}"}, follow=True)
+    assert "is judging the pairs" in resp.content.decode()
+    run = judge_run(judge_run_id=JudgeRun.objects.get(arena=arena).pk)
+    assert run.status == EvaluationStatus.SUCCEEDED and run.n == 3, run.error
+    sent = [json.loads(line) for line in
+            (arenas_dir() / str(arena.pk) / "judges" / str(run.pk) / "pairs.jsonl").read_text().splitlines()]
+    assert (sent[0]["a"], sent[0]["b"]) == ("1", "5")  # B's response is judged as the one whose wins count
+    page = client.get(url).content.decode()
+    assert "tiny-rm" in page and "are B's, against A" in page
+    assert not RunEvent.objects.filter(kind="judge").exists()  # an arena has no run to log on
