@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -47,6 +49,7 @@ class ArenaListApi(APIView):
 
     serializer_class = ArenaCreateSerializer
 
+    @extend_schema(operation_id="projects_monitor_arenas_list", responses=OpenApiTypes.OBJECT)
     def get(self, request, slug):
         access = project_access(request.user, slug)
         return Response({"arenas": [arena_dict(a) for a in Arena.objects.filter(project=access.project)[:100]]})
@@ -73,6 +76,7 @@ class ArenaListApi(APIView):
 class ArenaApi(APIView):
     """One arena: its status, progress and (once generated) results."""
 
+    @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, arena_id):
         access = project_access(request.user, slug)
         arena = get_object_or_404(Arena, pk=arena_id, project=access.project)

@@ -197,3 +197,19 @@ def test_a_side_that_is_no_model_fails_with_a_reason_and_no_pairs(project, engin
                          prompts=["1+1="])
     arena = arena_generate(arena_id=arena.pk)
     assert arena.status == "failed" and "not an HF model folder" in arena.error and arena.pairs.count() == 0
+
+
+def test_the_api_starts_an_arena_and_refuses_bad_input(sides, engineer, reviewer, api_for, project, monkeypatch):
+    monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: None)
+    url = f"/api/projects/{project.slug}/monitor/arenas/"
+    body = {"side_a": sides["a"], "side_b": sides["b"], "prompts": ["1+1=", [{"role": "user", "content": "2+2="}]],
+            "sampling": {"max_new_tokens": 8, "temperature": 0.5}, "seed": 9}
+    assert api_for(reviewer).post(url, body, format="json").status_code == 403
+    r = api_for(engineer).post(url, body, format="json")
+    assert r.status_code == 201 and r.json()["seed"] == 9 and r.json()["status"] == "queued"
+    assert Arena.objects.get(pk=r.json()["id"]).prompts[1] == [{"role": "user", "content": "2+2="}]
+    bad = api_for(engineer).post(url, {**body, "sampling": {"max_new_tokens": 0}}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "max_new_tokens"
+    assert api_for(engineer).post(url, {"side_a": sides["a"]}, format="json").status_code == 400
+    listed = api_for(reviewer).get(url).json()["arenas"]
+    assert [a["id"] for a in listed] == [r.json()["id"]] and "path" not in listed[0]["sides"]["a"]
