@@ -150,6 +150,9 @@
     const fresh = holder.querySelector('section');
     section.replaceWith(fresh);
     window.wb.localTimes(fresh);
+    const state = fresh.querySelector('#probe-state');
+    const badge = document.querySelector('[data-version-probes="' + fresh.getAttribute('data-version') + '"]');
+    if (state && badge) { badge.textContent = state.textContent; badge.className = state.className; }
     if (fresh.hasAttribute('data-probes-follow')) followProbes();
   }
 
