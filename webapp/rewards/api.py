@@ -95,6 +95,13 @@ class RewardTestRunInputSerializer(serializers.Serializer):
                                      default=None)
     responses = serializers.JSONField(required=False, default=None,
                                       help_text="Text (one response per line) or a JSON list of strings/objects.")
+    rollout_run = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                           help_text="Score the stored rollouts of this job (samples/rollout).")
+    rollout_step = serializers.IntegerField(required=False, allow_null=True, default=None, min_value=0,
+                                            help_text="The step of the rollouts (default: the latest).")
+    sample_model = serializers.IntegerField(required=False, allow_null=True, default=None,
+                                            help_text="Score responses this registered causal LM gives to the "
+                                                      "prompts of dataset_version.")
 
 
 class RewardTestRunSerializer(serializers.ModelSerializer):
@@ -103,6 +110,13 @@ class RewardTestRunSerializer(serializers.ModelSerializer):
     version = serializers.IntegerField(source="version.number", default=None)
     dataset_version = serializers.IntegerField(source="dataset_version_id", default=None)
     created_by = serializers.CharField(source="created_by.username", default=None)
+    rollout_run = serializers.IntegerField(source="rollout_job_id", default=None)
+    sample_model = serializers.IntegerField(source="sample_model_id", default=None)
+    state_words = serializers.CharField(read_only=True, help_text="'succeeded' only when every sample got a "
+                                                                  "score; else 'N errors', 'failed', ...")
+    error_count = serializers.IntegerField(read_only=True)
+    is_reference_check = serializers.BooleanField(read_only=True, help_text="A prompt set without responses: "
+                                                  "each ground truth was scored against itself.")
     url = serializers.SerializerMethodField()
     results_url = serializers.SerializerMethodField()
     api_url = serializers.SerializerMethodField()
@@ -110,7 +124,9 @@ class RewardTestRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = RewardTestRun
         fields = ["id", "function", "version", "sha256", "entry_point", "dataset_version", "split", "mode",
-                  "sample_count", "done_count", "state", "isolation", "summary", "error", "error_lineno",
+                  "origin", "rollout_run", "rollout_step", "sample_model",
+                  "sample_count", "done_count", "state", "state_words", "error_count", "is_reference_check",
+                  "isolation", "summary", "error", "error_lineno",
                   "error_traceback",
                   "duration_ms", "created_by", "created_at", "url", "results_url", "api_url",
                   "results"]
@@ -269,7 +285,9 @@ class RewardTestRunCreateApi(APIView):
                                                  source=data.get("source"), entry_point=data["entry_point"] or None,
                                                  dataset_version=dataset_version, split=data["split"],
                                                  limit=data["limit"] or 20,
-                                                 responses_text=responses or "")
+                                                 responses_text=responses or "", rollout_job_id=data["rollout_run"],
+                                                 rollout_step=data["rollout_step"],
+                                                 sample_model_id=data["sample_model"])
         except ApplicationError as exc:
             return error_response(exc)
         return Response(RewardTestRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

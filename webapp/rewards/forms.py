@@ -45,6 +45,15 @@ class RewardTestRunForm(forms.Form):
                                           "{\"response\", \"ground_truth\", \"data_source\", \"extra_info\"}. "
                                           "Response i is scored against row i of the dataset version, if one "
                                           "is chosen.")
+    rollout_run = forms.TypedChoiceField(coerce=int, required=False, empty_value=None, label="Stored rollouts of run",
+                                         help_text="Scores the first N rows of the run's samples/rollout dump "
+                                                   "(its responses during training) instead of dataset rows.")
+    rollout_step = forms.IntegerField(min_value=0, required=False, label="Rollouts of step",
+                                      help_text="Blank: the latest step with rollouts.")
+    sample_model = forms.TypedChoiceField(coerce=int, required=False, empty_value=None,
+                                          label="Or responses sampled from model",
+                                          help_text="The model answers the first N prompts of the chosen prompt set "
+                                                    "(greedy) on a worker; its answers are scored.")
     # The editor's current text (may be unsaved); empty: the saved version `version` (default: latest).
     source = forms.CharField(widget=forms.HiddenInput, required=False, strip=False)
     entry_point = forms.CharField(widget=forms.HiddenInput, required=False)
@@ -55,6 +64,14 @@ class RewardTestRunForm(forms.Form):
         self.fields["dataset_version"].choices = [("", "— none (pasted responses only) —")] + [
             (dv.pk, f"{dv.dataset.name} v{dv.number} · {dv.dataset.get_kind_display()} · {dv.row_count} rows")
             for dv in selectors.testable_dataset_versions(project=project)]
+        from webapp.rewards import rollouts
+
+        runs = rollouts.rollout_runs(project=project)
+        self.fields["rollout_run"].choices = [("", "— none —" if runs else "— no run has stored rollouts yet —")] + [
+            (r["id"], r["label"]) for r in runs]
+        models = list(rollouts.sample_models(project=project))
+        self.fields["sample_model"].choices = [("", "— none —" if models else "— no registered model —")] + [
+            (m.pk, m.name) for m in models]
 
 
 # ---- the reward spec widget -------------------------------------------------------------------------

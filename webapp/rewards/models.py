@@ -57,7 +57,8 @@ class RewardVersion(models.Model):
 class RewardTestRunState(models.TextChoices):
     QUEUED = "queued", "Queued"  # waiting for a worker (test-runs never run in a web process)
     RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
+    SUCCEEDED = "succeeded", "Succeeded"  # every sample got a score
+    ERRORS = "errors", "Finished with errors"  # it ran, but some samples raised or timed out: "N errors"
     FAILED = "failed", "Failed"  # the reward could not be loaded or the sandbox gave up
 
 
@@ -65,6 +66,8 @@ class RewardTestRunMode(models.TextChoices):
     REFERENCE = "reference", "reference answers of a prompt set"
     PREFERENCE = "preference", "chosen and rejected of a preference set"
     RESPONSES = "responses", "pasted responses"
+    ROLLOUTS = "rollouts", "stored rollouts of a run"
+    MODEL = "model", "responses sampled from a registered model"
 
 
 class RewardTestRun(models.Model):
@@ -89,6 +92,11 @@ class RewardTestRun(models.Model):
     # what the worker needs to build the samples again (they are checked when the run is asked for)
     limit = models.PositiveIntegerField(null=True, blank=True)
     responses_text = models.TextField(blank=True)
+    # stored rollouts (samples/rollout/<step>.jsonl of a job of this project), or a model to sample from
+    rollout_job_id = models.PositiveIntegerField(null=True, blank=True)
+    rollout_step = models.PositiveIntegerField(null=True, blank=True)
+    sample_model_id = models.PositiveIntegerField(null=True, blank=True)
+    origin = models.CharField(max_length=300, blank=True)  # what was scored, in words
     done_count = models.PositiveIntegerField(default=0)  # samples scored so far, for the page's progress
     state = models.CharField(max_length=16, choices=RewardTestRunState.choices, default=RewardTestRunState.SUCCEEDED)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -117,6 +125,24 @@ class RewardTestRun(models.Model):
     @property
     def is_active(self) -> bool:
         return self.state in (RewardTestRunState.QUEUED, RewardTestRunState.RUNNING)
+
+    @property
+    def error_count(self) -> int:
+        return int((self.summary.get("all") or {}).get("errors") or 0)
+
+    @property
+    def state_words(self) -> str:
+        """The badge: "succeeded" only when every sample got a score; else "N errors"."""
+        if self.state == RewardTestRunState.ERRORS:
+            n = self.error_count
+            return f"{n} error{'s' if n != 1 else ''}"
+        return self.state
+
+    @property
+    def is_reference_check(self) -> bool:
+        """A prompt set without responses: each ground truth was scored against itself."""
+        return self.mode == RewardTestRunMode.REFERENCE and any(r.get("role") == "ground_truth"
+                                                                for r in self.results)
 
     @property
     def error_lines(self) -> list[int]:

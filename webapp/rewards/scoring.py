@@ -144,6 +144,7 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
             "score": _reward(res), "extra": _clip_extra(res.extra or {}), "error": res.error,
             "traceback": (res.traceback or "")[-TRACEBACK_KEEP:] or None, "lineno": res.lineno,
             "duration_ms": round(res.duration_ms, 3),
+            **({"stored_score": sample.meta["stored_score"]} if "stored_score" in sample.meta else {}),
         })
     out.summary = _summary(mode, out.results, out.duration_ms)
     return out
@@ -183,7 +184,8 @@ def _rows(dataset_version, split: str, limit: int) -> list[dict]:
     qs = DatasetRow.objects.filter(version=dataset_version)
     if split:
         qs = qs.filter(split=split)
-    fields = ["index", "prompt_text", "chosen_text", "rejected_text", "ground_truth", "data_source", "extra_info"]
+    fields = ["index", "prompt", "prompt_text", "chosen_text", "rejected_text", "ground_truth", "data_source",
+              "extra_info"]
     return list(qs.order_by("index").values(*fields)[:limit])
 
 
@@ -219,6 +221,37 @@ def prepare_samples(*, project, dataset_version=None, split: str = "", limit: in
         raise ApplicationError(str(exc), field=field_name) from None
 
 
+def prepare_any(*, project, dataset_version=None, split: str = "", limit: int | None = None,
+                responses_text: str = "", rollout_job_id: int | None = None, rollout_step: int | None = None,
+                sample_model_id: int | None = None, generate: bool = False) -> tuple[str, str, list]:
+    """(mode, origin words, samples) for any test-run source: stored rollouts of a run, responses sampled
+    from a model (`generate=False` only checks the choice), or dataset rows / pasted responses."""
+    from webapp.rewards import rollouts
+
+    if limit is not None and not 1 <= limit <= sample_lib.MAX_SAMPLES:
+        raise ApplicationError(f"Choose between 1 and {sample_lib.MAX_SAMPLES} samples.", field="limit")
+    try:
+        if rollout_job_id is not None:
+            origin, samples = rollouts.rollout_samples(project=project, job_id=rollout_job_id, step=rollout_step,
+                                                       limit=limit or 20)
+            return "rollouts", origin, samples
+        if sample_model_id is not None:
+            if dataset_version is None:
+                raise ApplicationError("Choose the prompt set whose prompts the model answers.",
+                                       field="dataset_version")
+            prepare_samples(project=project, dataset_version=dataset_version, split=split, limit=limit)  # checks
+            rows = _rows(dataset_version, split, limit or 20)
+            origin, samples = rollouts.model_samples(project=project, model_id=sample_model_id, rows=rows,
+                                                     generate=generate)
+            return "model", origin, samples
+    except sample_lib.SampleError as exc:
+        raise ApplicationError(str(exc), field="rollout_run" if rollout_job_id is not None else "sample_model") \
+            from None
+    mode, samples = prepare_samples(project=project, dataset_version=dataset_version, split=split, limit=limit,
+                                    responses_text=responses_text)
+    return mode, "", samples
+
+
 def _enqueue(run_id: int) -> None:
     enqueue(RUN_REWARD_TEST, run_id, queue="cpu")
 
@@ -243,7 +276,8 @@ def _check_user_limit(user) -> None:
 def reward_test_run_create(*, function: RewardFunction, user, source: str | None = None,
                            version: RewardVersion | None = None, entry_point: str | None = None,
                            dataset_version=None, split: str = "", limit: int | None = 20,
-                           responses_text: str = "") -> RewardTestRun:
+                           responses_text: str = "", rollout_job_id: int | None = None,
+                           rollout_step: int | None = None, sample_model_id: int | None = None) -> RewardTestRun:
     """Check and queue a test-run of a saved version (or an unsaved draft `source`) for a worker."""
     if version is not None and version.function_id != function.pk:
         raise ApplicationError("That version belongs to another reward function.", field="version")
@@ -262,14 +296,18 @@ def reward_test_run_create(*, function: RewardFunction, user, source: str | None
     sha = source_sha256(source)
     if version is None:  # a draft that equals a saved version is recorded as that version
         version = function.versions.filter(sha256=sha, entry_point=entry_point).order_by("-number").first()
-    mode, samples = prepare_samples(project=function.project, dataset_version=dataset_version, split=split,
-                                    limit=limit, responses_text=responses_text)
+    mode, origin, samples = prepare_any(project=function.project, dataset_version=dataset_version, split=split,
+                                        limit=limit, responses_text=responses_text, rollout_job_id=rollout_job_id,
+                                        rollout_step=rollout_step, sample_model_id=sample_model_id)
+    count = len(samples) if mode != "model" else len(_rows(dataset_version, split, limit or 20))
     with transaction.atomic():
         _check_user_limit(user)
         run = RewardTestRun.objects.create(
             function=function, version=version, source=source, sha256=sha, entry_point=entry_point,
-            dataset_version=dataset_version, split=split, mode=mode, sample_count=len(samples), limit=limit,
-            responses_text=responses_text, state=RewardTestRunState.QUEUED, created_by=user)
+            dataset_version=dataset_version if mode != "rollouts" else None, split=split, mode=mode,
+            sample_count=count, limit=limit, responses_text=responses_text, rollout_job_id=rollout_job_id,
+            rollout_step=rollout_step, sample_model_id=sample_model_id, origin=origin,
+            state=RewardTestRunState.QUEUED, created_by=user)
         transaction.on_commit(lambda: _enqueue(run.pk))
     run.refresh_from_db()  # as stored now (a worker may already have it)
     return run
@@ -284,9 +322,12 @@ def reward_test_run_execute(*, run_id: int) -> RewardTestRun | None:
     if not claimed or run is None:
         return run
     try:
-        mode, samples = prepare_samples(project=run.function.project, dataset_version=run.dataset_version,
-                                        split=run.split, limit=run.limit, responses_text=run.responses_text)
-    except ApplicationError as exc:  # the dataset changed since the run was asked for
+        mode, origin, samples = prepare_any(
+            project=run.function.project, dataset_version=run.dataset_version, split=run.split, limit=run.limit,
+            responses_text=run.responses_text, rollout_job_id=run.rollout_job_id, rollout_step=run.rollout_step,
+            sample_model_id=run.sample_model_id, generate=True)
+        run.origin = origin or run.origin
+    except ApplicationError as exc:  # the dataset (or run, or model) changed since the run was asked for
         scored = Scored(mode=run.mode, error=exc.message)
         samples = []
     else:
@@ -297,15 +338,20 @@ def reward_test_run_execute(*, run_id: int) -> RewardTestRun | None:
                                on_progress=progress)
     with transaction.atomic():
         run.sample_count, run.done_count = len(samples), len(scored.results)
-        run.state = RewardTestRunState.SUCCEEDED if scored.ok else RewardTestRunState.FAILED
+        if not scored.ok:
+            run.state = RewardTestRunState.FAILED
+        elif (scored.summary.get("all") or {}).get("errors"):
+            run.state = RewardTestRunState.ERRORS  # it ran, but not every sample got a score: "N errors"
+        else:
+            run.state = RewardTestRunState.SUCCEEDED
         run.isolation, run.summary, run.results = scored.isolation, scored.summary, scored.results
         run.error, run.error_lineno, run.error_traceback = scored.error, scored.error_lineno, scored.error_traceback
         run.duration_ms, run.finished_at = scored.duration_ms, timezone.now()
         run.save()
         what = f"v{run.version.number}" if run.version else f"draft {run.sha256[:12]}"
-        on = str(run.dataset_version) if run.dataset_version else "pasted responses"
+        on = run.origin or (str(run.dataset_version) if run.dataset_version else "pasted responses")
         audit(actor=run.created_by, action="reward.test_run", project=run.function.project, obj=run,
-              summary=f"Test-run of {run.function.name} {what} on {on}: {len(samples)} samples, {run.state}")
+              summary=f"Test-run of {run.function.name} {what} on {on}: {len(samples)} samples, {run.state_words}")
     return run
 
 

@@ -92,6 +92,7 @@ def reward_detail(request, slug, pk):
         "project": access.project, "access": access, "function": function, "versions": versions,
         "shown": shown, "is_latest": bool(shown and versions and shown.pk == versions[0].pk), "form": form,
         "test_form": test_form, "run": run, "error_lines": error_lines,
+        "test_source": request.GET.get("source") if request.GET.get("source") in ("rollouts", "model") else "",
         "test_runs": selectors.reward_test_runs(function=function, limit=10),
         "isolation": scoring.isolation_summary(), "templates": selectors.reward_templates(),
         "api_test_run_url": reverse("rewards-api:test-run", kwargs={"slug": slug, "pk": function.pk}),
@@ -139,7 +140,8 @@ def reward_test_run(request, slug, pk):
                 function=function, user=request.user, version=version, source=data["source"] or None,
                 entry_point=data["entry_point"] or None, split=data["split"] or "", limit=data["limit"] or 20,
                 dataset_version=selectors.dataset_version_get(project=access.project, pk=data["dataset_version"]),
-                responses_text=data["responses"] or "")
+                responses_text=data["responses"] or "", rollout_job_id=data.get("rollout_run"),
+                rollout_step=data.get("rollout_step"), sample_model_id=data.get("sample_model"))
         except ApplicationError as exc:
             messages.error(request, exc.message)
         else:

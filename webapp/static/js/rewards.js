@@ -173,6 +173,9 @@
       };
       if (!payload.source && form.version.value) payload.version = parseInt(form.version.value, 10);
       if (form.responses.value.trim()) payload.responses = form.responses.value;
+      if (form.rollout_run && form.rollout_run.value) payload.rollout_run = parseInt(form.rollout_run.value, 10);
+      if (form.rollout_step && form.rollout_step.value) payload.rollout_step = parseInt(form.rollout_step.value, 10);
+      if (form.sample_model && form.sample_model.value) payload.sample_model = parseInt(form.sample_model.value, 10);
       form.querySelectorAll('[data-field-error]').forEach((p) => { p.hidden = true; });
       button.disabled = true;
       status.textContent = 'Queued for a worker…';
@@ -194,7 +197,8 @@
         const s = run.summary && run.summary.all;
         status.textContent = run.state === 'failed' ? 'The reward could not run: ' + run.error
           : 'Done: ' + run.sample_count + ' samples in ' + Math.round(run.duration_ms) + ' ms' +
-            (s && s.errors ? ', ' + s.errors + ' failed' : '') + '.';
+            (s && s.errors ? ', ' + run.state_words : '') +
+            (run.is_reference_check ? ' (a reference check: each ground truth scored against itself)' : '') + '.';
         area.querySelector('section').scrollIntoView({behavior: 'smooth', block: 'start'});
       } catch (err) {
         status.textContent = '';

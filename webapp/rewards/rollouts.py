@@ -1,0 +1,112 @@
+"""Test-run samples from outside the dataset: a run's stored rollouts, or responses sampled from a model.
+
+A reference check (a prompt set without responses) only scores each ground truth against itself; these
+give the reward real responses instead:
+- stored rollouts: the rows of `samples/rollout/<step>.jsonl` of a job of the same project
+  ({"input", "output", "gts", "score", ...}; read with training.ingest.read_samples);
+- sampled responses: a registered causal LM of the project answers the first N prompts of a prompt set
+  (training.generation), on the worker that runs the test-run.
+
+Known exception to the import direction (see docs/architecture.md): the job and model rows are read
+with function-level imports of `webapp.runs.models`, as the reward-model components already are.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from webapp.rewards import samples as sample_lib
+
+MAX_LISTED_RUNS = 30
+SAMPLE_MAX_NEW_TOKENS = 128
+
+
+def _jobs(project):
+    from webapp.runs.models import Job
+
+    return Job.objects.filter(project=project).exclude(run_dir="")
+
+
+def rollout_runs(*, project) -> list[dict[str, Any]]:
+    """The project's newest jobs with stored rollouts: [{"id", "label", "steps"}]."""
+    from training.ingest import sample_steps
+
+    out = []
+    for job in _jobs(project).order_by("-id")[:MAX_LISTED_RUNS]:
+        try:
+            steps = sample_steps(job.run_dir, "rollout")
+        except (OSError, ValueError):
+            continue
+        if steps:
+            out.append({"id": job.pk, "label": f"#{job.pk} {job.name} · rollouts of steps {steps[0]}–{steps[-1]}",
+                        "steps": steps})
+    return out
+
+
+def rollout_samples(*, project, job_id: int, step: int | None, limit: int) -> tuple[str, list[sample_lib.Sample]]:
+    """(origin words, samples) of the first `limit` rows of a job's rollout dump (`step` None: the latest)."""
+    from training.ingest import read_samples, sample_steps
+
+    job = _jobs(project).filter(pk=job_id).first()
+    if job is None:
+        raise sample_lib.SampleError(f"No run #{job_id} with a run directory in this project.")
+    steps = sample_steps(job.run_dir, "rollout")
+    if not steps:
+        raise sample_lib.SampleError(f"Run #{job.pk} has no stored rollouts (samples/rollout/ is empty).")
+    step = steps[-1] if step is None else step
+    if step not in steps:
+        raise sample_lib.SampleError(f"Run #{job.pk} has no rollouts of step {step}; steps with rollouts: "
+                                     f"{steps[0]}–{steps[-1]}.")
+    rows = read_samples(job.run_dir, "rollout", step)[:limit]
+    samples = []
+    for i, row in enumerate(rows):
+        extra = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
+        samples.append(sample_lib.Sample(
+            item={"data_source": str(row.get("data_source") or ""), "solution_str": str(row.get("output") or ""),
+                  "ground_truth": row.get("gts", ""), "extra_info": extra},
+            role="rollout", row_index=i, prompt=str(row.get("input") or ""),
+            meta={"stored_score": row.get("score")}))
+    if not samples:
+        raise sample_lib.SampleError(f"The rollouts of run #{job.pk} at step {step} are empty.")
+    return f"run #{job.pk} {job.name}, rollouts of step {step}", samples
+
+
+def sample_models(*, project):
+    """The project's causal LMs with a local folder (they can answer prompts on a worker)."""
+    from webapp.runs.models import ModelEntry, ModelKind
+
+    return ModelEntry.objects.filter(project=project, kind=ModelKind.CAUSAL_LM).exclude(path="").order_by("name")
+
+
+def model_samples(*, project, model_id: int, rows: list[dict[str, Any]],
+                  generate: bool = True) -> tuple[str, list[sample_lib.Sample]]:
+    """(origin words, samples): the model's answer to each row's prompt, scored against its ground truth.
+
+    With `generate=False` only the choice is checked (no model is loaded: the request does this; the
+    worker generates)."""
+    model = sample_models(project=project).filter(pk=model_id).first()
+    if model is None:
+        raise sample_lib.SampleError(f"No causal LM #{model_id} with a local folder in this project.")
+    if not rows:
+        raise sample_lib.SampleError("The chosen dataset version has no rows in that split.")
+    origin = f"{len(rows)} responses sampled from {model.name} (greedy, at most {SAMPLE_MAX_NEW_TOKENS} tokens)"
+    if not generate:
+        return origin, []
+    from training.generation import GenerationError, load_generator
+
+    prompts = [row.get("prompt") if isinstance(row.get("prompt"), list) else row.get("prompt_text", "")
+               for row in rows]
+    try:
+        with load_generator(model.path) as generator:
+            outputs = generator.generate(prompts, n=1, max_new_tokens=SAMPLE_MAX_NEW_TOKENS, temperature=0.0,
+                                         seed=0)
+    except (GenerationError, OSError, ValueError) as exc:
+        raise sample_lib.SampleError(f"{model.name} could not answer the prompts: {exc}") from None
+    samples = []
+    for row, gens in zip(rows, outputs, strict=True):
+        text = gens[0].text if gens else ""
+        samples.append(sample_lib.Sample(
+            item={"data_source": row.get("data_source", ""), "solution_str": text,
+                  "ground_truth": row.get("ground_truth", ""), "extra_info": row.get("extra_info") or {}},
+            role="sampled", row_index=row["index"], prompt=row.get("prompt_text", ""),
+            meta={"truncated": bool(gens and gens[0].truncated)}))
+    return origin, samples
