@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import pytest
 
-from training.reward_probes import LowRule, builtin_probes, judge
 from training.reward_templates import get_template
 from webapp.core.models import AuditLog
 from webapp.core.services import ApplicationError
@@ -49,24 +48,6 @@ def probes_at_once(monkeypatch):
 
 def by_key(run: RewardProbeRun) -> dict[str, dict]:
     return {r["key"]: r for r in run.results}
-
-
-def test_builtin_probes_cover_the_issue_list_and_the_rule_words():
-    keys = [p.key.split(":")[1] for p in builtin_probes()]
-    assert keys == ["empty", "format_only", "choices", "echo", "degenerate", "mojibake", "buried"]
-    items = {p.key: p.item["solution_str"] for p in builtin_probes()}
-    assert items["builtin:empty"] == ""
-    assert len(items["builtin:degenerate"]) >= 10_000
-    buried = items["builtin:buried"].split()
-    assert "72" in buried and buried[0] != "72" and buried[-1] != "72" and len(buried) > 20
-    assert "\ufffd" in items["builtin:mojibake"] and "\x00" in items["builtin:mojibake"]
-    empty = builtin_probes()[0]
-    assert judge(empty, 0.5, None, LowRule("unit")).passed is False  # 0..1: below 0.5
-    assert judge(empty, 0.49, None, LowRule("unit")).passed is True
-    assert judge(empty, 0.0, None, LowRule("signed")).passed is True  # -1..1: at most 0
-    assert judge(empty, 0.01, None, LowRule("signed")).passed is False
-    assert judge(empty, 2.0, None, LowRule("custom", 2.0)).passed is True
-    assert judge(empty, None, "ValueError: x", LowRule()).reason == "the call failed: ValueError: x"
 
 
 def test_a_reward_that_pays_for_anything_fails_the_empty_answer(project, engineer, probes_at_once):
