@@ -129,3 +129,11 @@ def deliver_notification(self, delivery_id: int) -> str:
     if outcome == "retry":
         raise self.retry(countdown=backoff_s(self.request.retries + 1))
     return outcome
+
+
+@shared_task(name=queue.ZERO_SIGNAL)
+def zero_signal_dry_run(run_id: int) -> None:
+    """Sample and score a prompt set to find its zero-signal prompts (webapp.runs.models.ZeroSignalRun)."""
+    from webapp.runs.services.zero_signal import dry_run_execute
+
+    dry_run_execute(run_id=run_id)

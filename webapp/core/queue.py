@@ -21,6 +21,7 @@ QUALITY_REPORT = "jobs.tasks.dataset_quality_report"
 RUN_JUDGE = "jobs.tasks.run_judge"
 PREPARE_HUMAN_EVAL = "jobs.tasks.prepare_human_eval"
 RESCORE_RUN = "jobs.tasks.rescore_run"
+ZERO_SIGNAL = "jobs.tasks.zero_signal_dry_run"
 
 
 def enqueue(task: str, *args: int, queue: str = "cpu", countdown: float | None = None) -> None:

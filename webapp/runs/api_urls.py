@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.runs import api, api_rescore
+from webapp.runs import api, api_rescore, zero_signal_api
 
 urlpatterns = [
     path("", api.JobListApi.as_view(), name="api-jobs"),
@@ -11,4 +11,8 @@ urlpatterns = [
     path("<int:pk>/log/", api.JobLogApi.as_view(), name="api-job-log"),
     path("<int:pk>/rescores/", api_rescore.RescoreListApi.as_view(), name="api-job-rescores"),
     path("<int:pk>/rescores/<int:rid>/", api_rescore.RescoreDetailApi.as_view(), name="api-job-rescore"),
+    path("zero-signal/", zero_signal_api.ZeroSignalListApi.as_view(), name="api-zero-signal"),
+    path("zero-signal/<int:pk>/", zero_signal_api.ZeroSignalDetailApi.as_view(), name="api-zero-signal-run"),
+    path("zero-signal/<int:pk>/derive/", zero_signal_api.ZeroSignalDeriveApi.as_view(),
+         name="api-zero-signal-derive"),
 ]

@@ -252,3 +252,42 @@ class RescoreSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rescore} step {self.step} row {self.row}"
+
+
+class ZeroSignalStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class ZeroSignalRun(TimeStampedModel):
+    """A dry run of a verifiable prompt set (`python -m training.zero_signal`): n sampled responses per
+    prompt from a model or checkpoint, scored with a reward version; which prompts' groups tie."""
+
+    version = models.ForeignKey("datasets.DatasetVersion", on_delete=models.CASCADE, related_name="zero_signal_runs")
+    model = models.ForeignKey(ModelEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    reward_version = models.ForeignKey("rewards.RewardVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                       related_name="+")
+    params = models.JSONField(default=dict, blank=True)  # n, max_new_tokens, temperature, seed, max_prompts
+    status = models.CharField(max_length=16, choices=ZeroSignalStatus.choices, default=ZeroSignalStatus.QUEUED)
+    progress = models.FloatField(default=0.0)
+    result = models.JSONField(default=dict, blank=True)  # the summary, the tied indices, examples
+    error = models.TextField(blank=True)
+    derived = models.ForeignKey("datasets.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")  # the version without the tied prompts, once made
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"zero-signal dry run {self.pk} of {self.version}"
+
+    @property
+    def finished(self) -> bool:
+        return self.status in (ZeroSignalStatus.SUCCEEDED, ZeroSignalStatus.FAILED)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.runs import views, views_rescore
+from webapp.runs import views, views_rescore, zero_signal_views
 
 app_name = "runs"
 
@@ -17,4 +17,7 @@ urlpatterns = [
     path("<int:pk>/register-model/", views.job_register_model, name="register-model"),
     path("<int:pk>/rescores/", views_rescore.rescore_list, name="rescores"),
     path("<int:pk>/rescores/<int:rid>/", views_rescore.rescore_detail, name="rescore"),
+    path("zero-signal/version/<int:version_id>/", zero_signal_views.zero_signal_start, name="zero-signal-start"),
+    path("zero-signal/<int:run_id>/status/", zero_signal_views.zero_signal_status, name="zero-signal-status"),
+    path("zero-signal/<int:run_id>/derive/", zero_signal_views.zero_signal_derive, name="zero-signal-derive"),
 ]
