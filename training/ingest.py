@@ -260,6 +260,47 @@ def read_samples(run_dir: str | Path, kind: str = "val", step: int | None = None
     return rollouts.normalize(rows, step) if kind == rollouts.KIND else rows
 
 
+def sample_file(run_dir: str | Path, kind: str, step: int) -> Path:
+    """The path of one sample dump (ValueError for an unknown kind)."""
+    try:
+        return RunDir(run_dir).samples(kind, step)
+    except RunDirError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def iter_sample_lines(run_dir: str | Path, kind: str, step: int):
+    """Yield (byte offset, row) for each readable line of one sample dump, streaming (a torn or foreign line
+    is skipped; a missing file yields nothing): what a bounded index of a large dump is built from."""
+    path = sample_file(run_dir, kind, step)
+    try:
+        fh = path.open("rb")
+    except FileNotFoundError:
+        return
+    with fh:
+        offset = 0
+        for line in fh:
+            start, offset = offset, offset + len(line)
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except (ValueError, UnicodeDecodeError):
+                continue
+            if isinstance(row, dict):
+                yield start, row
+
+
+def read_sample_at(run_dir: str | Path, kind: str, step: int, offset: int) -> dict[str, Any] | None:
+    """The row whose line starts at `offset` of one sample dump (None when it is gone or unreadable)."""
+    try:
+        with sample_file(run_dir, kind, step).open("rb") as fh:
+            fh.seek(max(0, int(offset)))
+            row = json.loads(fh.readline())
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        return None
+    return row if isinstance(row, dict) else None
+
+
 # -- metrics computed from rollout dumps -----------------------------------------------------
 
 def rollout_groups(rows: list[dict[str, Any]]) -> list[list[Any]]:

@@ -1,10 +1,10 @@
 from django.urls import path
 
-from webapp.monitoring import views, views_arena
+from webapp.monitoring import views, views_arena, views_samples
 
 urlpatterns = [
     path("jobs/<int:job_id>/", views.job_monitor, name="monitor-job"),
-    path("jobs/<int:job_id>/samples/", views.samples, name="monitor-samples"),
+    path("jobs/<int:job_id>/samples/", views_samples.samples, name="monitor-samples"),
     path("jobs/<int:job_id>/checkpoints/", views.checkpoints, name="monitor-checkpoints"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/promote/", views.promote, name="monitor-promote"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/rollback/", views.rollback, name="monitor-rollback"),

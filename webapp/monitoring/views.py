@@ -21,8 +21,6 @@ from webapp.monitoring.models import CheckpointExport, HumanEvalTask
 from webapp.runs.models import Job
 from webapp.runs.services.workers import worker_online
 
-SAMPLES_PER_PAGE = 25
-
 
 def _job(request, slug: str, job_id: int, role: str = Role.VIEWER):
     access = project_access(request.user, slug, role)
@@ -40,28 +38,6 @@ def job_monitor(request, slug, job_id):
     access, job = _job(request, slug, job_id)
     return render(request, "monitoring/job.html", {"project": access.project, "access": access, "job": job,
                                                    "worker_online": worker_online()})
-
-
-def samples(request, slug, job_id):
-    """Validation samples of one step (an HTML fragment for the samples tab; a page without JS)."""
-    from training.ingest import read_samples, sample_steps
-
-    access, job = _job(request, slug, job_id)
-    steps = sample_steps(job.run_dir, "val") if job.run_dir else []
-    try:
-        step = int(request.GET["step"]) if request.GET.get("step") else (steps[-1] if steps else None)
-        page = max(1, int(request.GET.get("page") or 1))
-    except ValueError:
-        step, page = (steps[-1] if steps else None), 1
-    rows = read_samples(job.run_dir, "val", step) if step is not None and step in steps else []
-    total = len(rows)
-    start = (page - 1) * SAMPLES_PER_PAGE
-    context = {"project": access.project, "access": access, "job": job, "steps": steps, "step": step,
-               "rows": rows[start:start + SAMPLES_PER_PAGE], "total": total, "page": page, "first_index": start,
-               "has_next": start + SAMPLES_PER_PAGE < total, "has_prev": page > 1,
-               "has_reference": any(r.get("reference") not in (None, "") for r in rows)}
-    template = "monitoring/_samples.html" if request.GET.get("fragment") else "monitoring/samples.html"
-    return render(request, template, context)
 
 
 def checkpoints(request, slug, job_id):

@@ -28,8 +28,6 @@ def _win_rate_columns(names: list[str]) -> list[tuple[str, str]]:
 
 @register.simple_tag(takes_context=True)
 def monitor_panel(context, job) -> dict:
-    from training.ingest import sample_steps
-
     request = context.get("request")
     role = user_role(request.user, job.project) if request is not None else None
     access = ProjectAccess(project=job.project, role=role) if role else None
@@ -64,7 +62,6 @@ def monitor_panel(context, job) -> dict:
         "win_columns": [title for _, title in win_columns], "protected": protected,
         "lineage": selectors.lineage(job), "history": history, "guard": guard_status(job),
         "rules": rules_status(job), "stall": stall_status(job),
-        "sample_steps": sample_steps(job.run_dir, "val") if job.run_dir else [],
         "rollback_form": RollbackForm(job=job), "export_form": ExportForm(),
         "human_eval_form": HumanEvalForm(), "hp": selectors.job_hp(job),
         "kl_threshold": charts.kl_threshold(job.config), "gap": selectors.reward_gap_flags(job),

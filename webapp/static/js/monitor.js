@@ -416,24 +416,8 @@
     document.getElementById('chart-' + chartForMetric(name).id).scrollIntoView({block: 'nearest'});
   });
 
-  // -- samples tab -------------------------------------------------------------------------------
-  const sampleSel = $('#mon-sample-step'), sampleBox = $('#mon-samples-body');
-  async function loadSamples(url) {
-    if (!sampleBox || (!url && !sampleSel)) return;
-    const target = url || `${cfg.samplesUrl}?fragment=1&step=${encodeURIComponent(sampleSel.value)}`;
-    try {
-      const resp = await fetch(target, {credentials: 'same-origin'});
-      sampleBox.innerHTML = await resp.text();  // server-rendered, autoescaped
-      wb.localTimes(sampleBox);
-    } catch (e) { sampleBox.textContent = 'Could not load the samples: ' + e.message; }
-  }
-  if (sampleSel) sampleSel.addEventListener('change', () => loadSamples());
-  if (sampleBox) {
-    sampleBox.addEventListener('click', (e) => {
-      const a = e.target.closest('a[data-samples-page]');
-      if (a) { e.preventDefault(); loadSamples(a.href + (a.href.includes('?') ? '&' : '?') + 'fragment=1'); }
-    });
-  }
+  // -- samples tab: the sample browser (monitor-samples.js) loads when the tab is first shown ----------
+  function loadSamples() { if (window.wbSamples) window.wbSamples.show(); }
 
   // -- checkpoints tab: the rollback dialog, and a live table ------------------------------------
   function bindCheckpoints() {

@@ -1,0 +1,72 @@
+"""The sample browser's pages: every view renders escaped, bad parameters give a message (never a 500), and one
+project never reads another's samples."""
+from __future__ import annotations
+
+import pytest
+
+from tests.webapp.monitoring.sample_rows import PROMPTS, write_rollouts
+from webapp.monitoring import samples as sel
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def job(make_job):
+    job = make_job()
+    write_rollouts(job.run_dir, [10, 20])
+    sel._cache.clear()
+    return job
+
+
+def get(client, job, **params) -> str:
+    r = client.get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/samples/", {"fragment": 1, **params})
+    assert r.status_code == 200
+    return r.content.decode()
+
+
+def test_step_view_defaults_to_rollouts_when_there_is_no_validation(job, viewer, as_user):
+    body = get(as_user(viewer), job)
+    assert 'data-samples-kind="rollout"' in body and "Step 20: 6 samples of 3 prompts" in body
+    assert "Training rollouts <small>(2 steps)</small>" in body and "Validation <small>(0 steps)</small>" in body
+    assert "advantage 0.707" in body and ">truncated<" in body and "Reward error: exact: ValueError: boom" in body
+    filtered = get(as_user(viewer), job, kind="rollout", step=20, truncated=1)
+    assert "1 match the filters" in filtered and filtered.count("data-sample ") == 1
+    assert "Clear filters" in filtered
+    bad = get(as_user(viewer), job, kind="rollout", min_score="lots")
+    assert "min score must be a number" in bad
+    assert "is above the highest" in get(as_user(viewer), job, kind="rollout", min_score=2, max_score=1)
+    assert "No training rollouts samples at step 7" in get(as_user(viewer), job, kind="rollout", step=7)
+
+
+def test_prompt_group_diff_and_tokens_views(job, viewer, as_user):
+    c = as_user(viewer)
+    key = sel.prompt_key(PROMPTS[1])
+    across = get(c, job, kind="rollout", view="prompt", prompt=key)
+    assert across.count('class="mon-col"') == 2 and "the answer is 10" in across and "the answer is 20" in across
+    assert 'name="a"' in across and "Show the diff" in across
+    assert "That prompt is not in any logged step" in get(c, job, kind="rollout", view="prompt", prompt="nope")
+    tied = get(c, job, kind="rollout", view="group", step=10, uid="10:0")
+    assert "data-tie-flag" in tied and "All 2 samples tie" in tied
+    assert "data-tie-flag" not in get(c, job, kind="rollout", view="group", step=10, uid="10:1")
+    diff = get(c, job, kind="rollout", view="diff", prompt=key, a=10, b=20, sample=0)
+    assert "<del>10</del><ins>20</ins>" in diff and "1 word removed" in diff
+    assert "no sample at step 99" in get(c, job, kind="rollout", view="diff", prompt=key, a=10, b=99)
+    offset = sel.step_index(job.run_dir, "rollout", 20).entries[2].offset
+    tokens = get(c, job, kind="rollout", view="tokens", step=20, offset=offset)
+    assert tokens.count('class="mon-tok"') == 4 and 'data-logratio="0.1"' in tokens
+    assert "Largest contributions" in tokens
+    trunc = sel.step_index(job.run_dir, "rollout", 20).entries[4].offset  # written without tokens
+    assert "did not log them" in get(c, job, kind="rollout", view="tokens", step=20, offset=trunc)
+    assert "No sample at that place" in get(c, job, kind="rollout", view="tokens", step=20, offset=3)
+
+
+def test_texts_are_escaped_and_other_projects_cannot_read(make_job, viewer, outsider, as_user, samples):
+    job = make_job()
+    samples(job, 5, [{"input": "<script>x()</script>", "output": "<b>4</b>", "score": 1.0, "gts": "4"}])
+    sel._cache.clear()
+    body = get(as_user(viewer), job)
+    assert "<script>x()" not in body and "&lt;b&gt;4&lt;/b&gt;" in body
+    page = as_user(viewer).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/samples/").content.decode()
+    assert "<h1>Samples" in page and "&lt;b&gt;4&lt;/b&gt;" in page
+    r = as_user(outsider).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/samples/", {"fragment": 1})
+    assert r.status_code in (403, 404)
