@@ -24,8 +24,14 @@ def version_choices(project) -> list[tuple[int, str]]:
     return [(v.pk, f"{v.dataset.name} v{v.number} ({v.row_count} rows)") for v in versions]
 
 
-def _form(project, data=None) -> ArenaForm:
-    return ArenaForm(data, sides=svc.side_choices(project), versions=version_choices(project))
+def _form(project, data=None, job: str = "") -> ArenaForm:
+    sides = svc.side_choices(project)
+    initial = {}
+    if job.isdigit():  # from a run's checkpoint table: its first and last checkpoints
+        mine = [v for v, label in sides if label.startswith(f"Run #{job} ")]
+        if len(mine) >= 2:
+            initial = {"side_a": mine[-1], "side_b": mine[0]}
+    return ArenaForm(data, sides=sides, versions=version_choices(project), initial=initial)
 
 
 def _create(request, access, form: ArenaForm) -> Arena:
@@ -45,7 +51,7 @@ def arena_list(request, slug):
     access = project_access(request.user, slug)
     form = None
     if access.can_engineer:
-        form = _form(access.project, request.POST if request.method == "POST" else None)
+        form = _form(access.project, request.POST if request.method == "POST" else None, request.GET.get("job", ""))
         if request.method == "POST" and form.is_valid():
             try:
                 arena = _create(request, access, form)

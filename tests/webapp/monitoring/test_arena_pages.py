@@ -213,3 +213,13 @@ def test_the_api_starts_an_arena_and_refuses_bad_input(sides, engineer, reviewer
     assert api_for(engineer).post(url, {"side_a": sides["a"]}, format="json").status_code == 400
     listed = api_for(reviewer).get(url).json()["arenas"]
     assert [a["id"] for a in listed] == [r.json()["id"]] and "path" not in listed[0]["sides"]["a"]
+
+
+def test_the_checkpoint_table_links_to_the_arena_with_the_run_s_checkpoints_chosen(sides, engineer, as_user, project):
+    job = sides["job"]
+    table = as_user(engineer).get(f"/p/{project.slug}/monitor/jobs/{job.pk}/checkpoints/").content.decode()
+    assert f"/monitor/arenas/?job={job.pk}" in table
+    page = as_user(engineer).get(f"/p/{project.slug}/monitor/arenas/?job={job.pk}").content.decode()
+    a = page.split('name="side_a"')[1].split("</select>")[0]
+    b = page.split('name="side_b"')[1].split("</select>")[0]
+    assert f'value="{sides["a"]}" selected' in a and f'value="{sides["b"]}" selected' in b
