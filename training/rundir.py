@@ -46,6 +46,8 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("samples/val/<step>.jsonl", 'validation samples: {"input", "output", "gts", "score", "step", "reference", ...}'),
     ("samples/rollout/<step>.jsonl", "rollout store: each step's samples (training/rollouts.py), pruned by retention"),
     ("export/", "HF exports of checkpoints"),
+    ("human_evals/<id>/", "a scheduled human evaluation: prompts.jsonl (held out), pairs.jsonl (training.pairgen)"),
+    ("judges/<id>/", "an automatic judge: pairs.jsonl, judge.json, result.json (training.judges), log.txt"),
 )
 
 JOB_SPEC = "job.json"
@@ -243,6 +245,12 @@ class RunDir:
     @property
     def export(self) -> Path:
         return self.path / "export"
+
+    def human_eval(self, task_id: int) -> Path:
+        return self.path / "human_evals" / str(int(task_id))
+
+    def judge(self, run_id: int) -> Path:
+        return self.path / "judges" / str(int(run_id))
 
 
 def claim_run_dir(parent: str | Path, label: str) -> RunDir:

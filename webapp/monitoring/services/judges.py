@@ -125,14 +125,14 @@ def judge_command(pairs: Path, judge: Path, out: Path, seed: int) -> list[str]:
 def judge_run(*, judge_run_id: int) -> JudgeRun:
     """Run the judge for a queued JudgeRun and store its summary (idempotent: claims the row first)."""
     from training.backends.base import REPO_ROOT
-    from training.rundir import write_json, write_jsonl
+    from training.rundir import RunDir, write_json, write_jsonl
 
     run, claimed = claim(JudgeRun, judge_run_id, "task__checkpoint__job", "arena")
     if not claimed:
         return run
     task = run.task
-    folder = (Path(task.checkpoint.job.run_dir) / "judges" if task else arenas_dir() / str(run.arena_id) / "judges"
-              ) / str(run.pk)
+    folder = RunDir(task.checkpoint.job.run_dir).judge(run.pk) if task else \
+        arenas_dir() / str(run.arena_id) / "judges" / str(run.pk)
     error, result = "", {}
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -115,7 +115,7 @@ def _open_scheduled(job: Job, ckpt: Checkpoint, ckpts: list[Checkpoint], k: int,
             project=job.project, checkpoint=ckpt, scheduled=True, status="generating", opponent=label,
             opponent_step=step, source=source, sample_step=ckpt.step, is_open=False,
             title=f"Run #{job.pk} {job.name} · step {ckpt.step} vs {label}")
-        folder = Path(job.run_dir) / "human_evals" / str(task.pk)
+        folder = RunDir(job.run_dir).human_eval(task.pk)
         if not rows or not path:
             task.status = "failed"
             task.error = ("No held-out prompts: " + source) if not rows else "No opponent model on disk."
@@ -156,7 +156,7 @@ def human_eval_prepare(*, task_id: int) -> HumanEvalTask:
     if not HumanEvalTask.objects.filter(pk=task_id, status="generating").update(status="preparing"):
         return HumanEvalTask.objects.get(pk=task_id)  # already done, or another worker has it
     task = HumanEvalTask.objects.select_related("checkpoint__job__base_model", "project").get(pk=task_id)
-    folder = Path(task.checkpoint.job.run_dir) / "human_evals" / str(task.pk)
+    folder = RunDir(task.checkpoint.job.run_dir).human_eval(task.pk)
     error = ""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH")]
                                                       if p), "PYTHONUNBUFFERED": "1"}
