@@ -113,3 +113,23 @@ def test_an_arena_is_judged_from_side_bs_view_on_its_page(project, engineer, rew
     page = client.get(url).content.decode()
     assert "tiny-rm" in page and "are B's, against A" in page
     assert not RunEvent.objects.filter(kind="judge").exists()  # an arena has no run to log on
+
+
+def test_the_runs_own_reward_judges_in_the_sandbox(launched_job, engineer, monkeypatch):
+    """A launched run's pinned exact-match reward (job.json + reward/) scores both sides of each pair."""
+    from webapp.monitoring.models import HumanEvalItem, HumanEvalTask
+    from webapp.runs.models import Checkpoint
+
+    monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda *a, **k: None)
+    job = launched_job()
+    ckpt = Checkpoint.objects.create(job=job, step=5, path=job.run_dir + "/checkpoints/global_step_5")
+    task = HumanEvalTask.objects.create(project=job.project, checkpoint=ckpt, title="t", source="s", opponent="step 0",
+                                        opponent_step=0)
+    cases = [("3", "4", "3"), ("5", "5", "5"), ("7", "6", "6"), ("1", "2", "9")]  # win, tie, loss, tie (both wrong)
+    for i, (policy, other, truth) in enumerate(cases):
+        HumanEvalItem.objects.create(task=task, index=i, prompt=f"q{i}", policy_response=policy,
+                                     reference_response=other, ground_truth=truth, policy_side="a")
+    assert ("reward", f"The reward of run #{job.pk} (sandboxed)") in judge_choices(task)
+    run = judge_run(judge_run_id=judge_request(task=task, user=engineer, judge="reward").pk)
+    assert run.status == EvaluationStatus.SUCCEEDED, run.error
+    assert (run.wins, run.ties, run.losses, run.n) == (1, 2, 1, 4) and run.win_rate == 0.5

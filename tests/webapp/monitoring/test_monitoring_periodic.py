@@ -87,6 +87,7 @@ def test_filled_task_is_assigned_to_the_reviewers_and_notified(make_job, checkpo
     assert set(task.assignees.all()) == {reviewer, reviewer2}
     item = task.items.get(index=0)
     assert item.policy_response == "2" and item.reference_response == "3" and item.ground_truth == "2"
+    assert not task.judge_runs.exists()  # a run without a reward: no automatic judge
     delivery = Delivery.objects.get(hook=hook, event="human_eval.assigned")
     assert set(delivery.payload["data"]["reviewers"]) == {"rita", "rob"}
 
@@ -170,3 +171,19 @@ def test_a_generation_failure_is_shown_on_the_task(make_job, checkpoint, project
     (task,) = schedule_process(job)
     task = human_eval_prepare(task_id=task.pk)
     assert task.status == "failed" and task.error and not task.is_open and task.items.count() == 0
+
+
+def test_the_runs_reward_judges_a_scheduled_task_automatically(make_job, checkpoint, sent, monkeypatch,
+                                                              django_capture_on_commit_callbacks):
+    judged = []
+    monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda name, *a, queue="cpu": judged.append(
+        (name, *a)))
+    job = scheduled_job(make_job, every=1)
+    job.reward_spec = {"shaping": "raw", "components": [{"type": "function", "version_id": 1, "weight": 1.0}]}
+    job.save()
+    checkpoint(job, 5)
+    (task,) = schedule_process(job)
+    with django_capture_on_commit_callbacks(execute=True):
+        fill_scheduled(task, [{"prompt": "1+1=", "a": "2", "b": "3", "ground_truth": "2"}])
+    (run,) = task.judge_runs.all()
+    assert run.kind == "reward" and judged == [(queue.RUN_JUDGE, run.pk)]

@@ -180,7 +180,8 @@ def human_eval_prepare(*, task_id: int) -> HumanEvalTask:
 
 @transaction.atomic
 def fill_scheduled(task: HumanEvalTask, pairs: list[dict]) -> HumanEvalTask:
-    """Items from generated pairs ({"prompt", "a": policy, "b": opponent, ...}); opens and assigns the task."""
+    """Items from generated pairs ({"prompt", "a": policy, "b": opponent, ...}); opens and assigns the task,
+    and queues the run's reward (when it has one) as an automatic judge of the same pairs."""
     rng = random.Random(task.pk * 7919 + task.checkpoint_id)
     HumanEvalItem.objects.bulk_create([
         HumanEvalItem(task=task, index=i, prompt=str(p.get("prompt") or ""), policy_response=str(p.get("a") or ""),
@@ -193,6 +194,14 @@ def fill_scheduled(task: HumanEvalTask, pairs: list[dict]) -> HumanEvalTask:
     task.assignees.set(people)
     job = task.checkpoint.job
     names = ", ".join(u.username for u in people) or "nobody (the project has no reviewers)"
+    if (job.reward_spec or {}).get("components"):  # the run's own reward judges the same pairs, for the chart
+        from webapp.core.services import ApplicationError
+        from webapp.monitoring.services.judges import judge_request
+
+        try:
+            judge_request(task=task, user=None, judge="reward")
+        except ApplicationError as exc:
+            logger.warning("no automatic judge for human evaluation %s: %s", task.pk, exc.message)
     notify(task.project, "human_eval.assigned", job=job,
            message=f"Blind human evaluation #{task.pk} of step {task.checkpoint.step} vs {task.opponent} "
                    f"({len(pairs)} pairs) is open for: {names}",
