@@ -52,6 +52,7 @@ def test_failing_probes_block_the_launch_until_overridden(page, live_server, pro
 
     # the launch is refused, saying which probes fail and where to override them
     fill_job_form(page, live_server, project)
+    assert page.get_by_role("link", name="v1: 7 failing probes").count() == 1  # said beside the reward's weight
     page.get_by_role("button", name="Review the configuration").click()
     refusal = page.get_by_text(re.compile(r"always-one v1 fails 7 probes \(empty answer: scored 1"))
     refusal.first.wait_for()

@@ -52,3 +52,12 @@ def test_review_index_says_not_started_in_one_way(as_user, project, reviewer):
         # pairs, decided, conflicts, flagged: numbers either way; "not started" only for the reviewer's own work
         assert cells[:4] == ["4", "0", "0", "0"], cells
         assert "not started" in cells[4]
+
+
+@pytest.mark.parametrize(("state", "errors", "words"), [
+    ("succeeded", 0, "succeeded"), ("errors", 1, "1 error"), ("errors", 3, "3 errors"), ("failed", 0, "failed")])
+def test_test_run_badge_words(state, errors, words):
+    from webapp.rewards.models import RewardTestRun
+
+    run = RewardTestRun(state=state, summary={"all": {"errors": errors}})
+    assert run.state_words == words

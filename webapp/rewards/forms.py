@@ -138,8 +138,12 @@ class RewardSpecForm(forms.Form):
         return not self._functions and not self._models
 
     def function_rows(self):
+        from webapp.rewards.probes import probe_status
+
         for fn, vname, wname in self._functions:
-            yield {"function": fn, "version": self[vname], "weight": self[wname]}
+            latest = fn.latest_version
+            yield {"function": fn, "version": self[vname], "weight": self[wname],
+                   "latest": latest, "probes": probe_status(latest) if latest else None}
 
     def model_rows(self):
         for model, wname in self._models:

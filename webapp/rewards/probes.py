@@ -30,6 +30,7 @@ from webapp.rewards.models import ProbeRunState, RewardFunction, RewardProbe, Re
 
 PROBE_TIME_LIMIT_S = 2.0  # per call: a probe that takes longer fails as timed out
 PROBE_BATCH_LIMIT_S = 20.0
+PROBE_LOAD_LIMIT_S = 30.0  # importing the reward (VERL's scorers import torch: ~5 s); a launch waits this at most
 MAX_AUTHOR_PROBES = 50
 PROBE_TEXT_MAX = 20_000
 RUNNING_STALE_AFTER = timedelta(minutes=2)  # a run a worker took this long ago and never finished was lost
@@ -112,7 +113,8 @@ def probe_limits():
     from training.sandbox import SandboxLimits
 
     return SandboxLimits(time_limit_s=min(float(settings.REWARD_TIME_LIMIT_S), PROBE_TIME_LIMIT_S),
-                         batch_time_limit_s=PROBE_BATCH_LIMIT_S, memory_mb=int(settings.REWARD_MEMORY_MB))
+                         batch_time_limit_s=PROBE_BATCH_LIMIT_S, load_time_limit_s=PROBE_LOAD_LIMIT_S,
+                         memory_mb=int(settings.REWARD_MEMORY_MB))
 
 
 def evaluate(*, source: str, entry_point: str, probes: list[Probe], rule: LowRule) -> dict[str, Any]:
