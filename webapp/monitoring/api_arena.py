@@ -111,6 +111,7 @@ class ArenaJudgementApi(APIView):
 class ArenaExportSerializer(serializers.Serializer):
     name = serializers.CharField(required=False, allow_blank=True, default="")
     split = serializers.CharField(required=False, default="10%")
+    agreed_only = serializers.BooleanField(required=False, default=False)
 
 
 class ArenaExportApi(APIView):

@@ -68,3 +68,6 @@ class ArenaExportForm(forms.Form):
                            help_text="A new version of this dataset (created if needed).")
     split = forms.CharField(required=False, max_length=32, initial="10%", label="Validation split",
                             help_text="A share (10%) or a number of rows.")
+    agreed_only = forms.BooleanField(required=False, label="Only judgements that agree with the pair's majority",
+                                     help_text="Leaves out a reviewer outvoted on a pair, and pairs where "
+                                               "reviewers split evenly: no contradicting pairs in the dataset.")

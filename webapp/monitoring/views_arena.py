@@ -77,7 +77,9 @@ def _arena(request, slug, arena_id, role=Role.VIEWER):
 def arena_detail(request, slug, arena_id):
     access, arena = _arena(request, slug, arena_id)
     results = arena_results(arena) if arena.status == EvaluationStatus.SUCCEEDED else None
-    skipped = export_rows(arena)[1] if results and access.can_engineer else {}
+    skipped = {}
+    if results and access.can_engineer:
+        skipped = {**export_rows(arena)[1], "disagreed": export_rows(arena, agreed_only=True)[1]["disagreed"]}
     return render(request, "monitoring/arena_detail.html", {
         "project": access.project, "access": access, "arena": arena, "results": results, "skipped": skipped,
         "mine": arena.pairs.filter(judgements__reviewer=request.user).count(),
@@ -126,7 +128,8 @@ def arena_export_view(request, slug, arena_id):
     form.is_valid()
     try:
         version = arena_export(arena=arena, user=request.user, name=form.cleaned_data.get("name") or "",
-                               split=form.cleaned_data.get("split") or "10%")
+                               split=form.cleaned_data.get("split") or "10%",
+                               agreed_only=bool(form.cleaned_data.get("agreed_only")))
     except ApplicationError as exc:
         messages.error(request, exc.message)
         return redirect("monitor-arena", slug=slug, arena_id=arena.pk)

@@ -99,7 +99,7 @@ def test_judging_blind_through_the_api_then_results_and_export(ready, reviewer, 
     assert res["outcome"]["a"]["count"] == 0 and res["too_few"] and "path" not in status["sides"]["a"]
     page = as_user(engineer).get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").content.decode()
     assert "Ties and “both bad” are not half wins" in page and "Too few judgements" in page
-    assert "are not exported" in page and "3 judgements can be exported" in page
+    assert "are not exported" in page and "3 judgements prefer one side" in page
     assert 'id="arena-pairs"' not in page and "once the arena is closed" in page  # blind while judging
     as_user(engineer).post(f"/p/{project.slug}/monitor/arenas/{ready.pk}/toggle/")
     closed = as_user(reviewer).get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").content.decode()
@@ -223,3 +223,33 @@ def test_the_checkpoint_table_links_to_the_arena_with_the_run_s_checkpoints_chos
     a = page.split('name="side_a"')[1].split("</select>")[0]
     b = page.split('name="side_b"')[1].split("</select>")[0]
     assert f'value="{sides["a"]}" selected' in a and f'value="{sides["b"]}" selected' in b
+
+
+def test_export_of_only_agreeing_judgements_leaves_out_contradictions(ready, reviewer, reviewer2, engineer, as_user,
+                                                                      project):
+    from webapp.monitoring.services.arena import arena_judge
+    from webapp.monitoring.services.arena_export import arena_export, export_rows
+
+    def pick(pair, user, side):
+        arena_judge(pair=pair, reviewer=user, choice="left" if shown_left(pair, user) == side else "right")
+
+    p0, p1, p2 = list(ready.pairs.all())[:3]
+    pick(p0, reviewer, "b")
+    pick(p0, reviewer2, "a")  # an even split: a tie, neither exported when agreeing only
+    pick(p1, reviewer, "b")
+    pick(p1, reviewer2, "b")
+    pick(p2, reviewer, "b")
+    assert len(export_rows(ready)[0]) == 5
+    rows, skipped = export_rows(ready, agreed_only=True)
+    assert len(rows) == 3 and skipped["disagreed"] == 2
+    assert {(r["extra_info"]["pair"], r["extra_info"]["reviewer"]) for r in rows} == {(1, "rita"), (1, "rob"),
+                                                                                       (2, "rita")}
+    page = as_user(engineer).get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").content.decode()
+    assert "2 of them disagree with their pair's majority" in page
+    r = as_user(engineer).post(f"/p/{project.slug}/monitor/arenas/{ready.pk}/export/",
+                               {"split": "0", "agreed_only": "on"})
+    assert r.status_code == 302
+    assert arena_export(arena=ready, user=engineer, split="0").row_count == 5
+    from webapp.datasets.models import DatasetVersion
+
+    assert list(DatasetVersion.objects.order_by("number").values_list("row_count", flat=True)) == [3, 5]

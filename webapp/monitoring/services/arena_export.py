@@ -31,13 +31,15 @@ def _response(prompt: Any, text: str) -> Any:
     return [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
 
 
-def export_rows(arena: Arena) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def export_rows(arena: Arena, *, agreed_only: bool = False) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """(the preference rows of the arena's decisive judgements in pair then reviewer order, what was left out).
 
     Left out besides ties and both-bad: a judgement whose responses are identical (no preference to learn)
-    or where a response is empty (a dataset row needs both texts)."""
+    or where a response is empty (a dataset row needs both texts); with `agreed_only`, a judgement that
+    differs from its pair's majority verdict (or whose pair's reviewers split evenly)."""
     rows: list[dict[str, Any]] = []
-    skipped = {"empty": 0, "identical": 0}
+    skipped = {"empty": 0, "identical": 0, "disagreed": 0}
+    verdicts = pair_verdicts(arena) if agreed_only else {}
     judgements = ArenaJudgement.objects.filter(pair__arena=arena, choice__in=EXPORTED) \
         .select_related("pair", "reviewer").order_by("pair__index", "reviewer__username")
     sides = {k: _side(v) for k, v in arena.sides.items()}
@@ -49,6 +51,9 @@ def export_rows(arena: Arena) -> tuple[list[dict[str, Any]], dict[str, int]]:
             continue
         if pair.response_a == pair.response_b:
             skipped["identical"] += 1
+            continue
+        if agreed_only and verdicts.get(pair.pk) != winner:
+            skipped["disagreed"] += 1
             continue
         rows.append({
             "prompt": pair.prompt, "chosen": _response(pair.prompt, pair.response(winner)),
@@ -66,11 +71,22 @@ def default_name(arena: Arena) -> str:
     return f"arena-{arena.pk}-preferences"
 
 
-def arena_export(*, arena: Arena, user, name: str = "", split: str = "10%") -> DatasetVersion:
+def pair_verdicts(arena: Arena) -> dict[int, str]:
+    """{pair id: its reviewers' majority verdict}; an even split is a tie (arena_results.majority)."""
+    from webapp.monitoring.arena_results import majority
+
+    by_pair: dict[int, list[str]] = {}
+    for pair_id, choice in ArenaJudgement.objects.filter(pair__arena=arena).values_list("pair_id", "choice"):
+        by_pair.setdefault(pair_id, []).append(choice)
+    return {pk: majority(choices)[0] for pk, choices in by_pair.items()}
+
+
+def arena_export(*, arena: Arena, user, name: str = "", split: str = "10%", agreed_only: bool = False
+                 ) -> DatasetVersion:
     """A new version of dataset `name` (created if needed) holding the arena's decisive judgements."""
     if arena.status != EvaluationStatus.SUCCEEDED:
         raise ApplicationError("This arena has no judged pairs yet.")
-    rows, skipped = export_rows(arena)
+    rows, skipped = export_rows(arena, agreed_only=agreed_only)
     if not rows:
         raise ApplicationError("No judgement prefers one side with two different, non-empty responses: ties and "
                                "“both bad” are not exported as pairs.")
@@ -82,5 +98,5 @@ def arena_export(*, arena: Arena, user, name: str = "", split: str = "10%") -> D
                                  split=split, split_seed=arena.seed % 2**31, filename=path.name)
     audit(actor=user, action="arena.export", project=arena.project, obj=arena,
           summary=f"Exported {len(rows)} judgements of arena #{arena.pk} as {version}",
-          after={"dataset_version": version.pk, "rows": len(rows), "skipped": skipped})
+          after={"dataset_version": version.pk, "rows": len(rows), "skipped": skipped, "agreed_only": agreed_only})
     return version

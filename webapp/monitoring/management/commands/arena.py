@@ -65,6 +65,8 @@ class Command(BaseCommand):
         export.add_argument("arena", type=int)
         export.add_argument("--name", default="", help="dataset name (default arena-<id>-preferences)")
         export.add_argument("--split", default="10%", help="validation split: a share (10%%) or a row count")
+        export.add_argument("--agreed-only", action="store_true",
+                            help="only judgements that agree with their pair's majority verdict")
         export.add_argument("--user", default="", help="username recorded as the actor (an engineer)")
 
     def handle(self, *args, **opts):
@@ -127,6 +129,7 @@ class Command(BaseCommand):
         if arena is None:
             raise CommandError(f"There is no arena #{opts['arena']}.")
         user = command_engineer(opts["user"], arena.project)
-        version = arena_export(arena=arena, user=user, name=opts["name"], split=opts["split"])
+        version = arena_export(arena=arena, user=user, name=opts["name"], split=opts["split"],
+                               agreed_only=opts["agreed_only"])
         self.stdout.write(self.style.SUCCESS(f"Exported {version.row_count} preference pairs as {version} "
                                              f"(dataset version id {version.pk})."))
