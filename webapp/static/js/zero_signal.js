@@ -19,5 +19,7 @@
     }
     setTimeout(tick, 700);
   }
-  tick();
+  // The section's script sits in the page body: start once app.js (window.wb) has loaded.
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', tick);
+  else tick();
 })();
