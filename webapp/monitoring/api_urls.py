@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.monitoring import api, api_arena
+from webapp.monitoring import api, api_arena, api_judges
 
 urlpatterns = [
     path("jobs/<int:job_id>/metrics/", api.MetricsApi.as_view(), name="api-monitor-metrics"),
@@ -15,6 +15,8 @@ urlpatterns = [
     path("jobs/<int:job_id>/rollback/", api.RollbackApi.as_view(), name="api-monitor-rollback"),
     path("compare/", api.CompareApi.as_view(), name="api-monitor-compare"),
     path("human-evals/<int:task_id>/verdicts/", api.VerdictApi.as_view(), name="api-monitor-verdict"),
+    path("human-evals/<int:pk>/judges/", api_judges.HumanEvalJudgesApi.as_view(), name="api-monitor-human-eval-judges"),
+    path("arenas/<int:pk>/judges/", api_judges.ArenaJudgesApi.as_view(), name="api-monitor-arena-judges"),
     path("arenas/", api_arena.ArenaListApi.as_view(), name="api-monitor-arenas"),
     path("arenas/<int:arena_id>/", api_arena.ArenaApi.as_view(), name="api-monitor-arena"),
     path("arenas/<int:arena_id>/judgements/", api_arena.ArenaJudgementApi.as_view(), name="api-monitor-arena-judge"),

@@ -133,3 +133,25 @@ def test_the_runs_own_reward_judges_in_the_sandbox(launched_job, engineer, monke
     run = judge_run(judge_run_id=judge_request(task=task, user=engineer, judge="reward").pk)
     assert run.status == EvaluationStatus.SUCCEEDED, run.error
     assert (run.wins, run.ties, run.losses, run.n) == (1, 2, 1, 4) and run.win_rate == 0.5
+
+
+def test_the_api_lists_and_starts_judges_by_role(task, reward_model, engineer, reviewer, outsider, api_for, project,
+                                                 monkeypatch):
+    monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda *a, **k: None)
+    url = f"/api/projects/{project.slug}/monitor/human-evals/{task.pk}/judges/"
+    assert api_for(outsider).get(url).status_code in (403, 404)
+    assert api_for(reviewer).post(url, {"judge": f"model:{reward_model.pk}"}, format="json").status_code == 403
+    resp = api_for(engineer).post(url, {"judge": f"model:{reward_model.pk}"}, format="json")
+    assert resp.status_code == 202 and resp.json()["status"] == "queued"
+    assert api_for(engineer).post(url, {"judge": "oracle"}, format="json").status_code == 400
+    assert api_for(engineer).post(url, {}, format="json").status_code == 400
+    listed = api_for(reviewer).get(url).json()
+    assert [j["judge"] for j in listed["judges"]] == ["tiny-rm"] and listed["choices"] == []
+    assert api_for(engineer).get(url).json()["choices"][0]["value"] == f"model:{reward_model.pk}"
+    assert api_for(engineer).get("/api/schema/").status_code == 200
+
+
+def test_pages_refuse_judging_below_engineer(task, reward_model, reviewer, as_user, project):
+    resp = as_user(reviewer).post(f"/p/{project.slug}/monitor/human-evals/{task.pk}/judge/",
+                                  {"judge": f"model:{reward_model.pk}"})
+    assert resp.status_code == 403 and not JudgeRun.objects.exists()
