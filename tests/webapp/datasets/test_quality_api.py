@@ -144,3 +144,18 @@ def test_page_runs_shows_and_cleans(as_user, engineer, viewer, problems, evalset
     assert resp.status_code == 302 and resp["Location"].endswith("/v2/")
     v2 = client.get(resp["Location"]).content.decode()
     assert "cleaned from" in v2 and f"quality report {report.pk}" in v2 and "3 of 15 rows dropped" in v2
+
+
+def test_page_for_verifiable_prompts_shows_only_their_sections(as_user, engineer, project, write, worker,
+                                                               django_capture_on_commit_callbacks):
+    rows = [{"prompt": f"{a}+{b}=", "ground_truth": str(a + b)} for a in range(4) for b in range(4)]
+    version = dataset_import(project=project, user=engineer, name="arith", path=write("a.jsonl", rows + rows[:2]))
+    url = f"/p/acme/datasets/{version.dataset_id}/v1/quality/"
+    client = as_user(engineer)
+    with django_capture_on_commit_callbacks(execute=True):
+        resp = client.post(url, {"ngram": "13", "threshold": "0.8"})
+    body = client.get(resp["Location"]).content.decode()
+    assert 'id="q-task_types"' in body and 'id="q-duplicates"' in body and 'id="q-languages"' in body
+    assert 'id="q-identical_pairs"' not in body and 'id="q-length_bias"' not in body
+    assert "Reasoning: math is 100% of the rows" in body and 'id="no-eval-sets"' in body
+    assert 'value="identical_pairs"' not in body and 'id="clean-count-exact_duplicates">2<' in body
