@@ -53,7 +53,11 @@ def test_browse_a_demo_runs_samples_across_steps(page, live_server, engineer, de
     assert body.get_by_role("link", name="Training rollouts (4 steps)").get_attribute("aria-current") == "page"
     shot(page, "samples-step")
 
-    # pick the prompt: one column per step that sampled it
+    # pick the prompt by its text, then follow it: one column per step that sampled it
+    body.get_by_label("Prompt contains").fill(last.prompt_heads[key])
+    body.get_by_role("button", name="Filter").click()
+    page.wait_for_function("document.querySelector('[data-samples-summary]').textContent.includes('match')")
+    assert body.locator("[data-sample]").count() == len(last.by_prompt[key])
     body.locator(f"[data-prompt='{key}']").first.get_by_role("link", name="Across steps").click()
     body.locator(".mon-col").first.wait_for()
     cols = body.locator(".mon-col")

@@ -25,6 +25,7 @@ SAMPLES_PER_COLUMN = 4
 SCAN_BUDGET = 40
 INDEX_CACHE = 64
 TIE_EPS = 1e-9
+PROMPT_HEAD = 200  # characters of each distinct prompt the index keeps, for "prompt contains"
 _TEXT_KEYS = ("output", "tokens", "token_logratio", "reference", "gts")
 
 
@@ -61,6 +62,7 @@ class StepIndex:
     by_prompt: dict[str, list[int]] = field(default_factory=dict)
     by_uid: dict[str, list[int]] = field(default_factory=dict)
     components: list[str] = field(default_factory=list)
+    prompt_heads: dict[str, str] = field(default_factory=dict)  # prompt key -> its first PROMPT_HEAD characters
 
 
 _cache: OrderedDict[tuple, StepIndex] = OrderedDict()
@@ -71,6 +73,7 @@ def _light(row: dict[str, Any]) -> dict[str, Any]:
     """A row without its texts (the index keeps only what filters and grouping need)."""
     out = {k: v for k, v in row.items() if k not in _TEXT_KEYS}
     out["input"] = prompt_key(row.get("input"))
+    out["_head"] = str(row.get("input") or "")[:PROMPT_HEAD]
     out["_tokens"] = isinstance(row.get("token_logratio"), list) and bool(row.get("token_logratio"))
     return out
 
@@ -99,6 +102,7 @@ def build_index(run_dir: str, kind: str, step: int) -> StepIndex:
     if kind == "rollout":
         rows = rollouts.normalize(rows, step)
     index = StepIndex(step=step, entries=[_entry(o, r, kind) for o, r in zip(offsets, rows, strict=True)])
+    index.prompt_heads = {r["input"]: r["_head"] for r in rows}
     names: dict[str, None] = {}
     for i, e in enumerate(index.entries):
         index.by_prompt.setdefault(e.prompt, []).append(i)
@@ -159,6 +163,7 @@ class Filters:
     max_length: int | None = None
     truncated: bool = False
     errors: bool = False
+    prompt: str = ""  # the prompt contains this (case-insensitive; its first PROMPT_HEAD characters)
 
     @property
     def active(self) -> bool:
@@ -171,8 +176,10 @@ def _score_for(entry: Entry, component: str) -> float | None:
     return dict(entry.components).get(component)
 
 
-def matches(entry: Entry, f: Filters) -> bool:
+def matches(entry: Entry, f: Filters, heads: dict[str, str] | None = None) -> bool:
     """Whether a sample passes the filters (a score filter skips samples without that score)."""
+    if f.prompt and f.prompt.lower() not in (heads or {}).get(entry.prompt, "").lower():
+        return False
     if f.component and f.component not in dict(entry.components):
         return False
     score = _score_for(entry, f.component)
@@ -196,7 +203,7 @@ def matches(entry: Entry, f: Filters) -> bool:
 def step_page(run_dir: str, kind: str, step: int, f: Filters, page: int) -> dict[str, Any]:
     """The samples of one step that pass the filters, PER_PAGE at a time (only those lines are read)."""
     index = step_index(run_dir, kind, step)
-    hits = [e for e in index.entries if matches(e, f)]
+    hits = [e for e in index.entries if matches(e, f, index.prompt_heads)]
     start = (max(1, page) - 1) * PER_PAGE
     rows = [load(run_dir, kind, step, e) for e in hits[start:start + PER_PAGE]]
     return {"rows": rows, "total": len(index.entries), "matched": len(hits), "first_index": start,

@@ -52,7 +52,7 @@ def parse_filters(params) -> sel.Filters:
     f = sel.Filters(component=(params.get("component") or "").strip()[:200], min_score=_float(params, "min_score"),
                     max_score=_float(params, "max_score"), min_length=_int(params, "min_length"),
                     max_length=_int(params, "max_length"), truncated=params.get("truncated") in ("1", "on", "true"),
-                    errors=params.get("errors") in ("1", "on", "true"))
+                    errors=params.get("errors") in ("1", "on", "true"), prompt=(params.get("q") or "").strip()[:200])
     if f.min_score is not None and f.max_score is not None and f.min_score > f.max_score:
         raise BadParam("The lowest score is above the highest.")
     if f.min_length is not None and f.max_length is not None and f.min_length > f.max_length:
@@ -100,8 +100,8 @@ def samples(request, slug, job_id):
         if view == "step":
             filters = parse_filters(request.GET)
             ctx["filters"] = filters
-        keep = {k: request.GET.get(k) for k in ("component", "min_score", "max_score", "min_length", "max_length",
-                                                  "truncated", "errors") if request.GET.get(k)}
+        keep = {k: request.GET.get(k) for k in ("q", "component", "min_score", "max_score", "min_length",
+                                                  "max_length", "truncated", "errors") if request.GET.get(k)}
         link = Links(base, kind, keep)
         ctx["link_step"] = link.step(step) if step is not None else link(view="step")
         if step is not None and step not in steps and view in ("step", "group", "tokens"):

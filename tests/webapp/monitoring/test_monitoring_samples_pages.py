@@ -32,6 +32,8 @@ def test_step_view_defaults_to_rollouts_when_there_is_no_validation(job, viewer,
     filtered = get(as_user(viewer), job, kind="rollout", step=20, truncated=1)
     assert "1 match the filters" in filtered and filtered.count("data-sample ") == 1
     assert "Clear filters" in filtered
+    by_text = get(as_user(viewer), job, kind="rollout", step=20, q="3+3")
+    assert "2 match the filters" in by_text and 'value="3+3"' in by_text
     bad = get(as_user(viewer), job, kind="rollout", min_score="lots")
     assert "min score must be a number" in bad
     assert "is above the highest" in get(as_user(viewer), job, kind="rollout", min_score=2, max_score=1)

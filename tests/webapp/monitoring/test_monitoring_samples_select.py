@@ -40,6 +40,8 @@ def test_filters_by_component_score_length_truncation_and_errors(run):
     # a score filter on a component skips the sample where that component raised
     assert "x" not in outputs(sel.Filters(component="exact", max_score=0.5))
     assert outputs(sel.Filters(min_score=1.0)) == ["2", "2", "4"]
+    assert outputs(sel.Filters(prompt="2+2")) == ["the answer is 20", "4"]  # pick a prompt by its text
+    assert outputs(sel.Filters(prompt="nothing like it")) == []
 
 
 def test_pages_read_only_their_lines(run, monkeypatch):
