@@ -14,6 +14,7 @@ rule that every sample returns the same keys is checked once the shards are back
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -103,12 +104,16 @@ class SandboxPool:
             self.close()
             raise first
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         threads, self._threads = self._threads, None
         if threads is not None:
-            threads.shutdown(wait=True, cancel_futures=True)
+            threads.shutdown(wait=wait, cancel_futures=True)
         for m in self.members:
             m.close()
+
+    def __del__(self) -> None:  # a forgotten pool must not outlive its owner (nor wait on a thread here)
+        with contextlib.suppress(Exception):  # interpreter shutdown
+            self.close(wait=False)
 
     # ---- scoring -----------------------------------------------------------------------------------
     def score_batch(self, items: Iterable[Mapping[str, Any]]) -> ScoreBatch:

@@ -224,3 +224,16 @@ def test_the_demo_preset_rehearses_verl_on_cpu():
     assert errors == {}
     assert (config["hp"]["device"], config["verl"]["strategy"], config["verl"]["rollout_engine"]) == \
         ("cpu", "fsdp2", "hf")
+
+
+@pytest.mark.parametrize("backend", ["local", "verl"])
+def test_reward_workers_is_a_cpu_budget_on_both_backends(backend):
+    cfg, errors, _ = resolve_config("grpo", "demo-cpu", {"reward_workers": "3"}, backend=backend)
+    assert errors == {} and cfg["hp"]["reward_workers"] == 3
+    cfg, errors, _ = resolve_config("grpo", "demo-cpu", {"reward_workers": ""}, backend=backend)
+    assert errors == {} and cfg["hp"]["reward_workers"] is None  # blank: min(CPUs, 4)
+    for bad in ("0", "65", "2.5"):
+        _, errors, _ = resolve_config("grpo", "demo-cpu", {"reward_workers": bad}, backend=backend)
+        assert "reward_workers" in errors, bad
+    assert BY_KEY["reward_workers"].offered("grpo", backend) and not BY_KEY["reward_workers"].offered(
+        "reward_model", backend)
