@@ -76,3 +76,24 @@ def test_failing_probes_block_the_launch_until_overridden(page, live_server, pro
     page.wait_for_selector("text=Review before launch")
     assert "overridden by erin: constant reward for a KL-only smoke test" in page.locator("main").inner_text()
     shot(page, "launch-review-with-override")
+
+    # the author's own probe and the score scale, from the same panel; each change runs the probes again
+    page.goto(reward_url)
+    page.locator("#probes summary", has_text="Your probes").click()
+    page.get_by_label("Probe name").fill("right answer pays")
+    page.get_by_label("Response (solution_str)").fill("#### 72")
+    page.get_by_label("Ground truth").fill("72")
+    page.get_by_label("Lowest expected score (lo)").fill("1")
+    page.get_by_role("button", name="Add probe").click()
+    page.wait_for_selector("text=Added the probe right answer pays")
+    mine = page.locator("#probes [data-probe^='author:']")
+    mine.wait_for(timeout=60_000)  # followed until the worker has run the new suite
+    assert "passes" in mine.inner_text() and "score at least 1" in mine.inner_text()
+    assert page.locator("#probe-state").inner_text() == "7 failing probes"  # a new suite: the override was for the old
+    page.locator("#probes summary", has_text="Your probes").click()
+    page.get_by_label("Score scale").select_option("custom")
+    page.get_by_label("Threshold (another scale)").fill("1")
+    page.get_by_role("button", name="Set the scale").click()
+    page.wait_for_selector("text=The built-in probes must now score at most 1")
+    page.wait_for_selector("#probe-state:has-text('probes passed')", timeout=60_000)
+    shot(page, "probes-on-a-custom-scale")

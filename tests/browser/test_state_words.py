@@ -108,3 +108,17 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     scores = [r.locator("td").nth(4).inner_text() for r in results.locator(".per-sample tbody tr").all()]
     assert scores == ["1.0000", "0.0000"]
     shot(page, "test-run-rollouts")
+
+    # or: the answers a registered model gives to the prompt set's first prompts
+    page.goto(reward_page + "?source=model#test-run-panel")
+    choose = page.get_by_label("Dataset version")
+    choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
+    page.get_by_label("Samples (N)").fill("2")
+    page.get_by_label("Or responses sampled from model").select_option(label="tiny")
+    page.click("#test-run-button")
+    page.wait_for_selector(".test-run-results .per-sample", timeout=120_000)
+    results = page.locator(".test-run-results")
+    assert "2 responses sampled from tiny" in results.inner_text()
+    assert results.locator(".per-sample tbody tr").count() == 2 and results.locator(".reference-check").count() == 0
+    assert all(r.locator("small.muted").first.inner_text() == "sampled"
+               for r in results.locator(".per-sample tbody tr").all())

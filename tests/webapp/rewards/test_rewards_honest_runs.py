@@ -116,3 +116,16 @@ def test_score_responses_sampled_from_a_registered_model(project, engineer, rewa
     with pytest.raises(ApplicationError, match="No causal LM"):
         reward_test_run_create(function=reward_fn, user=engineer, sample_model_id=model.pk + 99,
                                dataset_version=arith)
+
+
+def test_api_scores_stored_rollouts_and_refuses_a_missing_run(api_for, project, engineer, reward_fn):
+    job = _job_with_rollouts(project, engineer, {7: [{"input": "1+1=", "output": "2", "gts": "2", "score": 1.0}]})
+    url = f"/api/projects/{project.slug}/rewards/{reward_fn.pk}/test-run/"
+    resp = api_for(engineer).post(url, {"rollout_run": job.pk, "rollout_step": 7}, format="json")
+    assert resp.status_code == 202, resp.json()
+    body = api_for(engineer).get(resp.json()["api_url"]).json()
+    assert (body["mode"], body["rollout_run"], body["rollout_step"], body["state"]) == ("rollouts", job.pk, 7,
+                                                                                       "succeeded")
+    assert body["results"][0]["stored_score"] == 1.0 and body["is_reference_check"] is False
+    resp = api_for(engineer).post(url, {"rollout_run": job.pk + 50}, format="json")
+    assert resp.status_code == 400 and resp.json()["field"] == "rollout_run"
