@@ -25,5 +25,6 @@ urlpatterns = [
     path("arenas/<int:arena_id>/judge/", views_arena.arena_judge, name="monitor-arena-judge"),
     path("arenas/<int:arena_id>/auto-judge/", views.arena_auto_judge, name="monitor-arena-auto-judge"),
     path("arenas/<int:arena_id>/toggle/", views_arena.arena_toggle, name="monitor-arena-toggle"),
+    path("arenas/<int:arena_id>/retry/", views_arena.arena_retry, name="monitor-arena-retry"),
     path("arenas/<int:arena_id>/export/", views_arena.arena_export_view, name="monitor-arena-export"),
 ]

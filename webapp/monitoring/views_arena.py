@@ -86,7 +86,8 @@ def arena_detail(request, slug, arena_id):
         # which model wrote what is shown only once judging is over: the page must not unblind reviewers
         "pairs": arena.pairs.prefetch_related("judgements__reviewer")[:500] if results and not arena.is_open else None,
         "export_form": ArenaExportForm(initial={"name": default_name(arena)}),
-        "percent": round(100 * arena.progress), "judge_runs": list(arena.judge_runs.order_by("created_at", "id")),
+        "percent": round(100 * arena.progress), "stalled": svc.is_stalled(arena),
+        "judge_runs": list(arena.judge_runs.order_by("created_at", "id")),
         "judge_choices": judge_choices(arena=arena) if results else []})
 
 
@@ -118,6 +119,18 @@ def arena_toggle(request, slug, arena_id):
     _access, arena = _arena(request, slug, arena_id, Role.ENGINEER)
     svc.arena_set_open(arena=arena, user=request.user, is_open=not arena.is_open)
     messages.success(request, "Arena reopened." if arena.is_open else "Arena closed: no more judgements.")
+    return redirect("monitor-arena", slug=slug, arena_id=arena.pk)
+
+
+@require_POST
+def arena_retry(request, slug, arena_id):
+    _access, arena = _arena(request, slug, arena_id, Role.ENGINEER)
+    try:
+        svc.arena_retry(arena=arena, user=request.user)
+    except ApplicationError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Generating both sides again, with the same prompts, settings and seed.")
     return redirect("monitor-arena", slug=slug, arena_id=arena.pk)
 
 

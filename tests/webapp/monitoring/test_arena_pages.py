@@ -253,3 +253,28 @@ def test_export_of_only_agreeing_judgements_leaves_out_contradictions(ready, rev
     from webapp.datasets.models import DatasetVersion
 
     assert list(DatasetVersion.objects.order_by("number").values_list("row_count", flat=True)) == [3, 5]
+
+
+def test_a_failed_or_stalled_arena_can_be_generated_again(ready, engineer, as_user, project, monkeypatch,
+                                                          django_capture_on_commit_callbacks):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    sent = []
+    monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: sent.append(a))
+    client = as_user(engineer)
+    url = f"/p/{project.slug}/monitor/arenas/{ready.pk}/retry/"
+    r = client.post(url, follow=True)
+    assert "Only a failed or stalled arena" in r.content.decode() and ready.pairs.count() == 4
+    Arena.objects.filter(pk=ready.pk).update(status="failed", error="CUDA out of memory")
+    page = client.get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").content.decode()
+    assert "The generation failed: CUDA out of memory" in page and "Generate again" in page
+    with django_capture_on_commit_callbacks(execute=True):
+        client.post(url)
+    ready.refresh_from_db()
+    assert ready.status == "queued" and not ready.error and ready.pairs.count() == 0 and ready.seed == 7
+    assert sent == [("jobs.tasks.generate_arena", ready.pk)]
+    Arena.objects.filter(pk=ready.pk).update(status="running", started_at=timezone.now() - timedelta(hours=2))
+    page = client.get(f"/p/{project.slug}/monitor/arenas/{ready.pk}/").content.decode()
+    assert "stalled" in page and 'http-equiv="refresh"' not in page

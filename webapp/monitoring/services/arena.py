@@ -164,6 +164,29 @@ def _side_queue(side: dict) -> str:
     return "cpu"
 
 
+def is_stalled(arena: Arena) -> bool:
+    """Queued or generating for longer than a generation may take: its worker is gone."""
+    since = arena.started_at or arena.created_at
+    return arena.is_active and (timezone.now() - since).total_seconds() > ARENA_TIMEOUT_S + 120
+
+
+@transaction.atomic
+def arena_retry(*, arena: Arena, user) -> Arena:
+    """Generate a failed (or stalled) arena again, with the same prompts, settings and seed."""
+    arena = Arena.objects.select_for_update().get(pk=arena.pk)
+    if arena.status != EvaluationStatus.FAILED and not is_stalled(arena):
+        raise ApplicationError("Only a failed or stalled arena can be generated again.")
+    ArenaPair.objects.filter(arena=arena).delete()
+    arena.status, arena.error, arena.progress = EvaluationStatus.QUEUED, "", 0.0
+    arena.started_at = arena.finished_at = None
+    arena.save()
+    audit(actor=user, action="arena.retry", project=arena.project, obj=arena,
+          summary=f"Generating arena #{arena.pk} again")
+    queue_name = "gpu" if any(_side_queue(s) == "gpu" for s in arena.sides.values()) else "cpu"
+    transaction.on_commit(lambda: enqueue(GENERATE_ARENA, arena.pk, queue=queue_name))
+    return arena
+
+
 def arena_command(spec_file: Path, out_file: Path) -> list[str]:
     from training.backends.base import python_executable
 
