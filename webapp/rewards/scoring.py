@@ -356,15 +356,22 @@ def reward_test_run_execute(*, run_id: int) -> RewardTestRun | None:
 
 
 def reward_file_check(*, source: str, entry_point: str = "compute_score", project=None, dataset_version=None,
-                      split: str = "", limit: int | None = 20, responses_text: str = "") -> dict:
-    """The CLI/automation form of a test-run: nothing is stored, the outcome is returned as a dict."""
+                      split: str = "", limit: int | None = 20, responses_text: str = "",
+                      rollout_job_id: int | None = None, rollout_step: int | None = None,
+                      sample_model_id: int | None = None) -> dict:
+    """The CLI/automation form of a test-run: nothing is stored, the outcome is returned as a dict
+    (`errors`: samples that got no score; `reference_check`: ground truths scored against themselves)."""
     from webapp.rewards.services import validate_source
 
     entry_point = _check_entry_point(entry_point)
     source, warnings = validate_source(source, entry_point)
-    mode, samples = prepare_samples(project=project or (dataset_version.project if dataset_version else None),
-                                    dataset_version=dataset_version, split=split, limit=limit,
-                                    responses_text=responses_text)
+    mode, origin, samples = prepare_any(
+        project=project or (dataset_version.project if dataset_version else None), dataset_version=dataset_version,
+        split=split, limit=limit, responses_text=responses_text, rollout_job_id=rollout_job_id,
+        rollout_step=rollout_step, sample_model_id=sample_model_id, generate=True)
     scored = score_samples(source=source, entry_point=entry_point, mode=mode, samples=samples)
+    errors = int((scored.summary.get("all") or {}).get("errors") or 0)
     return {"sha256": source_sha256(source), "entry_point": entry_point, "warnings": warnings,
-            "dataset_version": str(dataset_version) if dataset_version else None, **scored.to_dict()}
+            "dataset_version": str(dataset_version) if dataset_version else None, "origin": origin,
+            "errors": errors, "reference_check": mode == "reference" and any(
+                s.role == "ground_truth" for s in samples), **scored.to_dict()}

@@ -129,3 +129,32 @@ def test_api_scores_stored_rollouts_and_refuses_a_missing_run(api_for, project, 
     assert body["results"][0]["stored_score"] == 1.0 and body["is_reference_check"] is False
     resp = api_for(engineer).post(url, {"rollout_run": job.pk + 50}, format="json")
     assert resp.status_code == 400 and resp.json()["field"] == "rollout_run"
+
+
+def test_cli_says_reference_check_counts_errors_and_scores_rollouts(tmp_path, project, engineer, arith):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    def check(*args) -> dict:
+        out = StringIO()
+        call_command("reward_check", str(reward), *args, stdout=out)
+        return json.loads(out.getvalue())
+
+    reward = tmp_path / "int_match.py"
+    reward.write_text(INT_MATCH)
+    out = check("--dataset", "arith", "--project", "acme", "--limit", "2")
+    assert out["reference_check"] is True and out["errors"] == 0
+    responses = tmp_path / "r.txt"
+    responses.write_text("3\nfour\n")
+    out = check("--dataset", "arith", "--project", "acme", "--responses", str(responses))
+    assert out["reference_check"] is False and out["errors"] == 1
+    job = _job_with_rollouts(project, engineer, {5: [{"input": "1+1=", "output": "2", "gts": "2", "score": 1.0},
+                                                     {"input": "1+2=", "output": "4", "gts": "3", "score": 0.0}]})
+    out = check("--project", "acme", "--rollouts", f"{job.pk}@5")
+    assert out["mode"] == "rollouts" and [r["score"] for r in out["results"]] == [1.0, 0.0]
+    assert out["origin"] == f"run #{job.pk} grpo demo, rollouts of step 5"
+    with pytest.raises(CommandError, match="need --project"):
+        check("--rollouts", str(job.pk))
+    with pytest.raises(CommandError, match="no rollouts of step 6"):
+        check("--project", "acme", "--rollouts", f"{job.pk}@6")

@@ -1,9 +1,13 @@
 """`python manage.py reward_check REWARD_FILE --dataset DATASET [--project SLUG] [--limit N] [--responses FILE]`
+`python manage.py reward_check REWARD_FILE --project SLUG --rollouts JOB[@STEP] | --model NAME --dataset DATASET`
 `python manage.py reward_check REWARD_FILE --probes [--probe-file PROBES.json] [--scale unit|signed|custom]`
 
 Checks a reward file (syntax, signature), scores it in the sandbox on the first N rows of a dataset
 version or on pasted responses, and prints the results as JSON. Nothing is stored. Exit status 1
-when the file cannot be checked or loaded; scoring errors of single samples are in the JSON.
+when the file cannot be checked or loaded; scoring errors of single samples are in the JSON ("errors"
+counts them), and "reference_check" is true when a prompt set without responses had each ground truth
+scored against itself: --rollouts (a job's stored rollouts) or --model (a registered model's answers to
+the dataset's prompts) score real responses instead.
 With --probes it runs the probe suite instead (webapp.rewards.probes: the built-ins that must score
 low, plus the probes of --probe-file, a JSON list of {name, solution_str, ground_truth, lo, hi, ...});
 exit status 1 when a probe fails.
@@ -64,6 +68,10 @@ class Command(BaseCommand):
         parser.add_argument("--responses", help="a file of responses (one per line, or JSON); '-' reads stdin")
         parser.add_argument("--name", default="compute_score", help="the function to call (default compute_score)")
         parser.add_argument("--indent", type=int, default=2, help="JSON indent (0: one line)")
+        parser.add_argument("--rollouts", metavar="JOB[@STEP]", help="score the stored rollouts of a job of --project "
+                                                                     "(the latest step, or STEP)")
+        parser.add_argument("--model", help="score the answers this registered causal LM of --project gives to the "
+                                            "prompts of --dataset")
         parser.add_argument("--probes", action="store_true", help="run the probe suite instead of a test-run")
         parser.add_argument("--probe-file", help="your probes: a JSON list of {name, solution_str, ground_truth, "
                                                  "data_source, extra_info, prompt, lo, hi}")
@@ -87,12 +95,15 @@ class Command(BaseCommand):
                     Path(opts["responses"]).read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise CommandError(f"Cannot read the responses file: {exc}") from None
-        if not opts["dataset"] and not responses.strip():
-            raise CommandError("Give --dataset DATASET, or --responses FILE, or both.")
+        if not opts["dataset"] and not responses.strip() and not opts["rollouts"]:
+            raise CommandError("Give --dataset DATASET, or --responses FILE, or both (or --rollouts JOB).")
         dataset_version = resolve_dataset_version(opts["dataset"], opts["project"]) if opts["dataset"] else None
+        project, job_id, step, model_id = self._sources(opts)
         try:
             result = reward_file_check(source=source, entry_point=opts["name"], dataset_version=dataset_version,
-                                       split=opts["split"], limit=opts["limit"], responses_text=responses)
+                                       split=opts["split"], limit=opts["limit"], responses_text=responses,
+                                       project=project, rollout_job_id=job_id, rollout_step=step,
+                                       sample_model_id=model_id)
         except SourceError as exc:
             raise CommandError(f"{path}: {exc.message}") from None
         except ApplicationError as exc:
@@ -101,6 +112,28 @@ class Command(BaseCommand):
         if not result["ok"]:
             line = f" (line {result['error_lineno']})" if result["error_lineno"] else ""
             raise CommandError(result["error"] + line)
+
+    def _sources(self, opts) -> tuple:
+        """(project, rollout job id, step, model id) for --rollouts / --model (they need --project)."""
+        if not opts["rollouts"] and not opts["model"]:
+            return None, None, None, None
+        project = Project.objects.filter(slug=opts["project"] or "").first()
+        if project is None:
+            raise CommandError("--rollouts and --model need --project SLUG (an existing project).")
+        job_id = step = model_id = None
+        if opts["rollouts"]:
+            job, _, at = opts["rollouts"].lstrip("#").partition("@")
+            if not job.isdigit() or (at and not at.isdigit()):
+                raise CommandError(f"--rollouts {opts['rollouts']}: use a job id, optionally @STEP (e.g. 12@40).")
+            job_id, step = int(job), int(at) if at else None
+        if opts["model"]:
+            from webapp.rewards.rollouts import sample_models
+
+            model = sample_models(project=project).filter(name=opts["model"]).first()
+            if model is None:
+                raise CommandError(f"No causal LM named '{opts['model']}' with a local folder in {project.slug}.")
+            model_id = model.pk
+        return project, job_id, step, model_id
 
     def _probes(self, path: Path, source: str, opts) -> None:
         from webapp.rewards.probes import probe_file_check
