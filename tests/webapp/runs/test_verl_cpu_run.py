@@ -119,6 +119,24 @@ def _check_export(export, tmp_path: Path, base_model: Path, worker) -> None:
     assert tok.decode(out[0][ids.input_ids.shape[1]:], skip_special_tokens=True).strip()
 
 
+def _check_rollout_store(job, run_dir: Path) -> None:
+    """VERL's rollout dumps hold our reward wrapper's columns; read back, they give the local backend's keys
+    and series, and the plotted total is the mean of the scores the advantages were computed from."""
+    from training import ingest, rollouts
+
+    assert rollouts.steps(run_dir) == [1, 2]
+    for step in (1, 2):
+        rows = ingest.read_samples(run_dir, "rollout", step)
+        assert len(rows) == HP["batch_size"] * HP["group_size"]
+        assert len({r["uid"] for r in rows}) == HP["batch_size"]
+        assert _metrics(job, "critic/rewards/mean")[step] == pytest.approx(
+            sum(r["score"] for r in rows) / len(rows), abs=1e-5)
+        near = [r["components"]["near_miss_v1"] for r in rows]
+        assert _metrics(job, "reward/near_miss_v1/mean")[step] == pytest.approx(sum(near) / len(near), abs=1e-6)
+        assert _metrics(job, "reward/near_miss_v1/error_share")[step] == 0.0
+        assert all(r["score"] == pytest.approx(r["components"]["near_miss_v1"]) for r in rows)
+
+
 def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(project, engineer, inputs, tmp_path,
                                                                              celery_worker_proc, stop_runs):
     from webapp.monitoring.services.export import export_request
@@ -138,6 +156,7 @@ def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(proj
     assert all(v < 1e-2 for v in _metrics(job, "training/rollout_probs_diff_max").values())
     assert set(_metrics(job, "actor/kl_loss")) == {1, 2}  # the KL guard's metric is logged
     assert not _ray_processes(run_dir) and not any(Path(d).exists() for d in _scratch(run_dir, 1))
+    _check_rollout_store(job, run_dir)
 
     ckpt = Checkpoint.objects.get(job=job, step=2)
     export = export_request(checkpoint=ckpt, user=engineer)  # the worker runs it before the child's launch
