@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -43,8 +44,6 @@ def test_schedule_on_the_job_form(page, live_server, project, engineer, tmp_path
 
 def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_server, project, engineer, reviewer,
                                                                      shot, tmp_path):
-    from pathlib import Path
-
     from webapp.monitoring.models import HumanEvalItem, HumanEvalTask
     from webapp.monitoring.services import schedule_process
     from webapp.monitoring.services.periodic import fill_scheduled
@@ -98,3 +97,47 @@ def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_
     shot(page, "reward-gap-flag")
     assert HumanEvalTask.objects.get(pk=task.pk).flagged_at is not None
 
+
+
+def test_an_automatic_judge_beside_the_people_on_the_page_and_the_chart(page, live_server, project, engineer, tmp_path,
+                                                                       shot):
+    from django.conf import settings
+
+    from training.demo import DEMO_VOCAB
+    from training.models import build_tiny_reward_model
+    from webapp.monitoring.models import JudgeRun
+    from webapp.monitoring.services import human_eval_create, judge_run
+    from webapp.runs.models import ModelEntry, ModelKind
+
+    engineer.set_password(PASSWORD)
+    engineer.save()
+    seeded = seed_project(project, engineer, tmp_path)
+    rm = build_tiny_reward_model(Path(settings.MODELS_ROOT) / "rm", vocab=DEMO_VOCAB, hidden=32, layers=1)
+    ModelEntry.objects.create(project=project, name="tiny-rm", kind=ModelKind.REWARD_MODEL, path=str(rm))
+    job = seeded.job
+    samples = Path(job.run_dir) / "samples" / "val" / "10.jsonl"
+    samples.parent.mkdir(parents=True, exist_ok=True)
+    samples.write_text("".join(json.dumps({"input": f"{i}+1=", "output": str(i + 1), "reference": str(i), "win": 1.0})
+                               + "\n" for i in range(5)))
+    task = human_eval_create(checkpoint=job.checkpoints.get(step=10), user=engineer, limit=5)
+
+    login(page, live_server, engineer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/{project.slug}/monitor/human-evals/{task.pk}/")
+    panel = page.locator("#judges")
+    assert "No automatic judge has run" in panel.inner_text()
+    panel.get_by_label("Judge with").select_option(label="tiny-rm (reward model)")
+    panel.get_by_role("button", name="Run the judge").click()
+    page.wait_for_selector("text=is judging the pairs on a worker")
+    assert "queued" in page.locator("#judges tr[data-judge-run]").inner_text()
+    judge_run(judge_run_id=JudgeRun.objects.get(task=task).pk)  # what the worker does with the queued run
+    page.reload()
+    row = page.locator("#judges tr[data-judge-run]")
+    text = row.inner_text()
+    assert "tiny-rm" in text and "succeeded" in text and "n=5" in text
+    assert re.search(r"\d / \d / \d", text) and "0%" in text  # W / T / L, and no position bias: a scalar score
+    shot(page, "judges-panel")
+    page.goto(f"{live_server.url}/p/{project.slug}/jobs/{job.pk}/")
+    page.wait_for_function("(document.getElementById('chart-win_rate') && "
+                           "document.getElementById('chart-win_rate').data || []).some((t) => t.name === 'auto judge')")
+    judged = page.evaluate("document.getElementById('chart-win_rate').data.find((t) => t.name === 'auto judge')")
+    assert judged["x"] == [10] and "tiny-rm" in judged["customdata"][0][1]
