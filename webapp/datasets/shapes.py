@@ -88,6 +88,8 @@ class Row:
     # Serialised once: stored as-is by the PostgreSQL COPY path, and hashed into the version's content hash.
     json: dict[str, str]
     canonical: bytes
+    # The same JSON as bytes, when the fast path made it (`fastrows`): COPY lines are built from these.
+    raw: dict[str, bytes] | None = field(default=None, compare=False, repr=False)
 
 
 def parse_column_map(text: str) -> dict[str, str]:

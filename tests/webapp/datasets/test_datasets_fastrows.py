@@ -7,7 +7,9 @@ from webapp.datasets.fastrows import plain_normalizer
 from webapp.datasets.shapes import RowError, detect_shape, normalize
 
 TRICKY = ["back\\slash \\N \\t", "tab\there", "new\nline\r\ncrlf", "quote \" and ' and }{", "café 日本 \u2028 😀",
-          "trailing space ", "\\", "\\.", "[not a message list", "ends with backslash\\"]
+          "trailing space ", "\\", "\\.", "[not a message list", "ends with backslash\\",
+          "controls \x01 \x08 \x0c \x7f", "backspace \x08 form feed \x0c",
+          "\\u0041 is not an escape", 'quoted "\\n" text']
 PLAIN_PAIRS = [{"prompt": f"q{i} {t}", "chosen": f"good {t}", "rejected": f"bad {i}", "data_source": f"s{i % 3}"}
                for i, t in enumerate(TRICKY)]
 ODD_PAIRS = [
@@ -76,6 +78,46 @@ def test_a_mapped_file_and_its_extra_columns_take_the_fast_path_too():
         assert row.split == "val" and row.extra_info == {"id": data["id"]}
     for split in ("Train", "nope", None, 1):  # anything but the plain spellings: normalize decides
         assert plain({**rows[0], "split": split}) is None
+
+
+@pytest.mark.parametrize("rows", [PLAIN_PAIRS, PROMPTS[:len(TRICKY)]])
+def test_a_copy_line_from_json_bytes_equals_the_one_escaped_from_text(rows):
+    from dataclasses import replace
+
+    from webapp.datasets.fastrows import copy_line
+
+    plain = plain_normalizer(_shape(rows), 1000)
+    for i, data in enumerate(rows):
+        row = plain(data)
+        assert row.raw is not None
+        fast, slow = copy_line(7, i, i + 1, "val", row), copy_line(7, i, i + 1, "val", replace(row, raw=None))
+        assert copy_fields(fast) == copy_fields(slow), data
+        assert copy_fields(fast)[11:14] == [row.prompt_text, row.chosen_text, row.rejected_text]
+
+
+_COPY_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
+
+
+def copy_fields(line: bytes) -> list[str | None]:
+    """What PostgreSQL reads from one line of COPY text (the escapes used here; \\N alone is NULL)."""
+    fields = []
+    for raw in line.decode().rstrip("\n").split("\t"):
+        if raw == "\\N":
+            fields.append(None)
+            continue
+        out, i = [], 0
+        while i < len(raw):
+            ch = raw[i]
+            if ch == "\\" and i + 1 < len(raw):
+                nxt = raw[i + 1]
+                assert not nxt.isdigit() and nxt != "x", raw  # octal and hex escapes are never written
+                out.append(_COPY_ESCAPES.get(nxt, nxt))
+                i += 2
+            else:
+                out.append(ch)
+                i += 1
+        fields.append("".join(out))
+    return fields
 
 
 def test_shapes_without_a_plain_case_have_no_fast_path():
