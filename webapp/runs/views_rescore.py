@@ -15,6 +15,7 @@ from webapp.core.services import ApplicationError
 from webapp.rewards.models import RewardVersion
 from webapp.runs import selectors
 from webapp.runs.services import rescore as service
+from webapp.runs.services.workers import worker_online
 
 AUTO = "__auto__"
 
@@ -87,5 +88,6 @@ def rescore_detail(request, slug, pk, rid):
     return render(request, "runs/rescore_detail.html", {
         "project": access.project, "access": access, "job": job, "rescore": rescore, "page": page, "sort": sort,
         "show": show, "step": step, "q": text, "shows": selectors.RESCORE_SHOWS, "query": query.urlencode(),
+        "worker_online": worker_online() if rescore.is_active else True,
         "sorts": [("step", "Step"), ("-delta", "Largest rise"), ("delta", "Largest fall"), ("-old", "Old score ↓"),
                   ("old", "Old score ↑"), ("-new", "New score ↓"), ("new", "New score ↑")]})

@@ -135,3 +135,33 @@ def test_a_real_worker_rescores_with_progress_and_the_api_sorts_and_filters(
     assert all(s["changed"] for s in page["samples"])
     assert api_for(viewer).get(detail, {"sort": "nope"}).status_code == 400
     assert RescoreSample.objects.filter(rescore=rescore, step=2).count() == 128
+
+
+@pytest.mark.django_db
+def test_the_pages_refuse_bad_input_in_words_and_keep_projects_apart(trained, project, engineer, viewer, as_user,
+                                                                      django_user_model):
+    from webapp.core.models import Membership, Project, Role
+
+    version = _lenient(project, engineer)
+    base = f"/p/{project.slug}/jobs/{trained.pk}/rescores/"
+    page = as_user(viewer).get(base)
+    assert page.status_code == 200 and b"Re-score stored samples" in page.content
+    assert b"rescore-form" not in page.content  # a viewer reads, does not ask
+    assert as_user(viewer).post(base, {"version": version.pk, "component": "__auto__"}).status_code == 403
+    bad = as_user(engineer).post(base, {"version": version.pk, "component": "__auto__", "steps": "2-x"})
+    assert bad.status_code == 200 and b"Steps are step numbers and ranges" in bad.content
+    missing = as_user(engineer).post(base, {"version": version.pk, "component": "__auto__", "steps": "99"})
+    assert missing.status_code == 200 and b"No stored samples for step 99" in missing.content
+    assert not Rescore.objects.exists()
+    done = as_user(engineer).post(base, {"version": version.pk, "component": "", "steps": "1"})
+    rescore = Rescore.objects.get()
+    assert done.status_code == 302 and done["Location"].endswith(f"/rescores/{rescore.pk}/")
+    assert rescore.component == "" and rescore.state == "queued"
+    page = as_user(viewer).get(done["Location"], {"sort": "nope", "show": "??", "step": "x"})
+    assert page.status_code == 200 and b'id="rescore-state">queued<' in page.content
+    # someone of another project sees neither the run nor the re-score
+    other = Project.objects.create(slug="other", name="Other")
+    stranger = django_user_model.objects.create_user(username="sam", password="pw-for-tests-1")
+    Membership.objects.create(project=other, user=stranger, role=Role.ADMIN)
+    assert as_user(stranger).get(done["Location"]).status_code in (403, 404)
+    assert as_user(stranger).get(f"/p/other/jobs/{trained.pk}/rescores/{rescore.pk}/").status_code == 404
