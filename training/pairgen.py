@@ -49,7 +49,7 @@ def generate_pairs(rows: list[dict], policy: Path, opponent: Path, *, base_model
     if not rows:
         raise PairGenError("there are no prompts")
     for path, what in ((policy, "policy"), (opponent, "opponent")):
-        if not Path(path).exists():
+        if not str(path) or str(path) == "." or not Path(path).exists():
             raise PairGenError(f"the {what} {path} does not exist")
     prompts = [r.get("prompt") for r in rows]
     if any(not isinstance(p, (str, list)) or not p for p in prompts):

@@ -187,3 +187,19 @@ def test_the_runs_reward_judges_a_scheduled_task_automatically(make_job, checkpo
         fill_scheduled(task, [{"prompt": "1+1=", "a": "2", "b": "3", "ground_truth": "2"}])
     (run,) = task.judge_runs.all()
     assert run.kind == "reward" and judged == [(queue.RUN_JUDGE, run.pk)]
+
+
+def test_an_opponent_gone_from_disk_fails_the_task_with_its_reason(make_job, checkpoint, sent):
+    import shutil
+
+    from webapp.monitoring.services import human_eval_prepare
+
+    job = scheduled_job(make_job, every=1)
+    first = checkpoint(job, 5)
+    checkpoint(job, 10)
+    tasks = schedule_process(job)
+    task = next(t for t in tasks if t.checkpoint.step == 10)
+    assert task.opponent == "step 5"
+    shutil.rmtree(first.path)  # retention deleted it before a worker got to the task
+    task = human_eval_prepare(task_id=task.pk)
+    assert task.status == "failed" and "step 5" in task.error and "no longer on disk" in task.error

@@ -158,10 +158,15 @@ def human_eval_prepare(*, task_id: int) -> HumanEvalTask:
     task = HumanEvalTask.objects.select_related("checkpoint__job__base_model", "project").get(pk=task_id)
     folder = RunDir(task.checkpoint.job.run_dir).human_eval(task.pk)
     error = ""
+    opponent = _opponent_path(task)
+    if not opponent or not Path(opponent).is_dir():
+        task.status, task.error = "failed", f"The opponent ({task.opponent}) is no longer on disk."
+        task.save(update_fields=["status", "error", "updated_at"])
+        return task
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH")]
                                                       if p), "PYTHONUNBUFFERED": "1"}
     try:
-        proc = subprocess.run(pairgen_command(task, folder, _opponent_path(task)), cwd=str(REPO_ROOT), env=env,
+        proc = subprocess.run(pairgen_command(task, folder, opponent), cwd=str(REPO_ROOT), env=env,
                               capture_output=True, text=True, timeout=PAIRGEN_TIMEOUT_S)
         (folder / "log.txt").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
