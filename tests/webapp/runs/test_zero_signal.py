@@ -195,3 +195,33 @@ def test_the_quality_page_section_starts_follows_and_derives(project, engineer, 
     assert made.status_code == 302 and made["Location"].endswith("/v2/")
     assert DatasetRow.objects.filter(version__number=2, version__dataset=prompts_version.dataset).count() == \
         prompts_version.row_count - 2
+
+
+def test_a_checkpoint_is_sampled_with_its_runs_base_model_as_tokenizer(project, engineer, prompts_version,
+                                                                       tiny_model, tie_reward, sent, tmp_path):
+    import shutil
+
+    from webapp.runs.models import Checkpoint, Job, JobKind, JobState
+
+    job = Job.objects.create(project=project, name="run", kind=JobKind.GRPO, state=JobState.SUCCEEDED, config={},
+                             base_model=tiny_model)
+    ckpt_dir = tmp_path / "global_step_5"
+    shutil.copytree(tiny_model.path, ckpt_dir / "model")
+    (ckpt_dir / "manifest.json").write_text(json.dumps({"step": 5, "format": "local", "lora": False}))
+    ckpt = Checkpoint.objects.create(job=job, step=5, path=str(ckpt_dir))
+    gone = Checkpoint.objects.create(job=job, step=9, path=str(tmp_path / "global_step_9"))
+    with pytest.raises(ApplicationError, match="still on disk"):
+        zs.dry_run_request(version=prompts_version, user=engineer, checkpoint_id=gone.pk,
+                           reward_version_id=tie_reward.pk)
+    with pytest.raises(ApplicationError, match="either"):
+        zs.dry_run_request(version=prompts_version, user=engineer, checkpoint_id=ckpt.pk, model_id=tiny_model.pk,
+                           reward_version_id=tie_reward.pk)
+    run = zs.dry_run_request(version=prompts_version, user=engineer, checkpoint_id=ckpt.pk,
+                             reward_version_id=tie_reward.pk, params={"n": 2, "max_new_tokens": 2, "max_prompts": 6})
+    zs.dry_run_execute(run_id=run.pk, poll_s=0.05)
+    run.refresh_from_db()
+    assert run.status == ZeroSignalStatus.SUCCEEDED, run.error
+    assert run.result["counted"] == 6 and set(forced(prompts_version, 6)) <= set(run.result["tied_indices"])
+    request = json.loads((zs.workdir(run) / "request.json").read_text())
+    assert request["model"] == str(ckpt_dir) and request["base_model"] == tiny_model.path
+    assert zs.run_payload(run)["source"] == f"run #{job.pk} step 5"
