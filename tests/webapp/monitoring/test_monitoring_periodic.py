@@ -203,3 +203,18 @@ def test_an_opponent_gone_from_disk_fails_the_task_with_its_reason(make_job, che
     shutil.rmtree(first.path)  # retention deleted it before a worker got to the task
     task = human_eval_prepare(task_id=task.pk)
     assert task.status == "failed" and "step 5" in task.error and "no longer on disk" in task.error
+
+
+def test_checkpoints_a_scheduled_evaluation_needs_are_protected(make_job, checkpoint, sent):
+    from webapp.monitoring.services import protected_steps
+
+    job = scheduled_job(make_job, every=2)
+    for step in (5, 10, 15, 20):
+        checkpoint(job, step)
+    schedule_process(job)  # tasks at 10 (vs 5) and 20 (vs 10), both still generating
+    assert {5, 10, 20} <= protected_steps(job)
+    HumanEvalTask.objects.filter(checkpoint__job=job).update(status="ready")
+    assert protected_steps(job) & {5, 10, 15, 20} == {20}  # the next evaluation compares with step 20
+    job.state = "succeeded"
+    job.save(update_fields=["state"])
+    assert not protected_steps(job) & {5, 10, 15, 20}

@@ -216,6 +216,7 @@ def protected_steps(job: Job) -> set[int]:
     steps |= set(ckpts.filter(evaluations__status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
                  .values_list("step", flat=True))
     steps |= _guard_target(job)
+    steps |= _human_eval_steps(job)
     if job.run_dir:  # a live attempt (a resume or a KL-guard restore) reading one of our folders
         prefix = str(RunDir(job.run_dir).checkpoints) + os.sep
         for path in JobAttempt.objects.filter(resume_from__startswith=prefix, job__state__in=ACTIVE_STATES) \
@@ -223,6 +224,25 @@ def protected_steps(job: Job) -> set[int]:
             name = Path(path).name
             if name.startswith("global_step_") and name[12:].isdigit():
                 steps.add(int(name[12:]))
+    return steps
+
+
+def _human_eval_steps(job: Job) -> set[int]:
+    """Both sides of a scheduled human evaluation still being generated, and, while the run goes on, the last
+    evaluated checkpoint: the next scheduled evaluation compares with it."""
+    from webapp.monitoring.models import HumanEvalTask
+    from webapp.monitoring.services.periodic import schedule_of
+
+    tasks = HumanEvalTask.objects.filter(checkpoint__job=job, scheduled=True)
+    steps: set[int] = set()
+    for step, opponent in tasks.filter(status__in=["generating", "preparing"]).values_list("checkpoint__step",
+                                                                                            "opponent_step"):
+        steps |= {step} | ({opponent} if opponent else set())
+    sched = schedule_of(job)
+    if sched and sched.get("against") != "base" and job.state in ACTIVE_STATES:
+        last = tasks.order_by("-checkpoint__step").values_list("checkpoint__step", flat=True).first()
+        if last is not None:
+            steps.add(last)
     return steps
 
 
