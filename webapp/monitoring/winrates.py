@@ -16,7 +16,9 @@ def view(*, rate: float | None, lo: float | None, hi: float | None, n: int | Non
     """A win rate for a template; counts are None when the source did not record them (older runs)."""
     n = int(n or 0)
     counts = None if None in (wins, ties, losses) else (int(wins), int(ties), int(losses))
-    return {"rate": rate, "lo": lo, "hi": hi, "n": n, "counts": counts,
+    decisive = counts[0] + counts[2] if counts else 0
+    return {"rate": rate, "lo": lo, "hi": hi, "n": n, "counts": counts, "decisive": decisive,
+            "decisive_share": counts[0] / decisive if decisive else None,
             "wins": counts[0] if counts else None, "ties": counts[1] if counts else None,
             "losses": counts[2] if counts else None, "accuracy": accuracy,
             "note": winrate.precision_note(n, lo, hi) if rate is not None else "", "tie_rule": winrate.TIE_RULE}

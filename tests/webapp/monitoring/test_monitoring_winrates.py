@@ -20,6 +20,7 @@ def panel(client, job) -> str:
 def test_view_gathers_counts_rule_and_precision():
     demo = winrates.from_summary(winrate.summarize([1.0, 0.5, 0.5, 0.5]), accuracy=0.25)
     assert demo["counts"] == (1, 3, 0) and demo["accuracy"] == 0.25 and "only 4" in demo["note"]
+    assert demo["decisive"] == 1 and demo["decisive_share"] == 1.0
     assert winrates.text(demo).startswith("wins 1 · ties 3 · losses 0 of 4 (win rate 62.5%")
     assert winrates.text(demo).endswith("accuracy 25.0%")
     old = winrates.view(rate=0.5, lo=0.4, hi=0.6, n=100)  # a result from before the counts were recorded
@@ -46,6 +47,8 @@ def test_checkpoint_table_shows_the_validation_and_evaluation_win_rates_with_the
     # the evaluation: 200 pairs, ±10 points: no warning for it
     assert "90 won" in body and "40 tied" in body and "70 lost" in body and "accuracy 60.0%" in body
     assert body.count("Too few samples") == 1
+    assert "ties left out: 100.0% of 1 decisive pair<" in body  # the validation cell: 1 win, 0 losses
+    assert "ties left out: 56.2% of 160 decisive pairs" in body  # the evaluation: 90 of 160
 
 
 def test_win_rate_chart_states_the_tie_rule_and_draws_the_parts(make_job, points, viewer, as_user):
