@@ -20,11 +20,14 @@ def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout
     """Rows for `samples/rollout/<step>.jsonl`: prompt i owns samples i*n .. i*n+n-1 (uid "<step>:<i>")."""
     mask = ro.response_mask
     resp_ids = ro.input_ids[:, ro.prompt_len:]
+    lengths = [int(n) for n in mask.sum(-1).tolist()]
+    ids_of = [resp_ids[j, :n].tolist() for j, n in enumerate(lengths)]
+    # each distinct token of the step decoded once (a step repeats a few thousand ids many times over)
+    text_of = {t: tok.decode([t]) for t in {t for ids in ids_of for t in ids}}
     out = []
     for j, (text, res) in enumerate(zip(ro.texts, results, strict=True)):
         i = j // group_size
-        length = int(mask[j].sum())
-        ids = resp_ids[j, :length].tolist()
+        length, ids = lengths[j], ids_of[j]
         out.append({
             "input": prompts[i], "output": text, "gts": rows[i].get("ground_truth"), "score": float(res.score),
             "step": step, "data_source": str(rows[i].get("data_source") or "default"),
@@ -38,7 +41,7 @@ def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout
             # cut at the length limit before an end-of-sequence token
             "response_length": length,
             "truncated": length >= max_response_length and (not ids or ids[-1] != tok.eos_token_id),
-            "tokens": [tok.decode([t]) for t in ids],
+            "tokens": [text_of[t] for t in ids],
             "token_logratio": [_r(v) for v in logratio[j, :length].tolist()],
         })
     return out
