@@ -26,10 +26,16 @@ def error_response(exc: ApplicationError) -> Response:
 
 class RewardVersionSerializer(serializers.ModelSerializer):
     author = serializers.CharField(source="author.username", default=None)
+    probes = serializers.SerializerMethodField(help_text="pending, passed, failed or overridden (current probes)")
 
     class Meta:
         model = RewardVersion
-        fields = ["id", "number", "sha256", "entry_point", "message", "author", "created_at"]
+        fields = ["id", "number", "sha256", "entry_point", "message", "author", "created_at", "probes"]
+
+    def get_probes(self, obj) -> str:
+        from webapp.rewards.probes import probe_status
+
+        return probe_status(obj).state
 
 
 class RewardVersionSourceSerializer(RewardVersionSerializer):

@@ -85,3 +85,14 @@ def probe_panel(*, function: RewardFunction, version: RewardVersion | None, vers
         v.probe_state = status if version is not None and v.pk == version.pk else probes.probe_status(v, sha)
     return {"status": status, "run": status.run if status else None, "rule": probes.low_rule(function),
             "author_probes": probes.author_probes(function)}
+
+
+def with_probe_states(functions) -> list[RewardFunction]:
+    """`functions` as a list, each with `probe_state`: the probe status of its latest version (or None)."""
+    from webapp.rewards import probes
+
+    out = list(functions)
+    for f in out:
+        latest = f.latest_version
+        f.probe_state = probes.probe_status(latest) if latest else None
+    return out

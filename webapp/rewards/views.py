@@ -22,7 +22,7 @@ def reward_list(request, slug):
     access = project_access(request.user, slug)
     return render(request, "rewards/list.html", {
         "project": access.project, "access": access,
-        "functions": selectors.reward_function_list(project=access.project),
+        "functions": selectors.with_probe_states(selectors.reward_function_list(project=access.project)),
         "reward_model_count": selectors.reward_models(project=access.project).count(),
     })
 

@@ -120,3 +120,11 @@ def test_cli_reward_probes_show_run_and_override(project, engineer, always):
                  "--user", "erin", stdout=out)
     assert json.loads(out.getvalue())["state"] == "overridden"
     assert AuditLog.objects.get(action="reward.probe_override").actor == engineer
+
+
+def test_the_list_and_the_version_api_say_the_probe_state(as_user, api_for, project, engineer, always):
+    assert "probes pending" in as_user(engineer).get(f"/p/{project.slug}/rewards/").content.decode()
+    probes.probe_run_now(version=always.latest_version)
+    assert "7 failing probes" in as_user(engineer).get(f"/p/{project.slug}/rewards/").content.decode()
+    body = api_for(engineer).get(f"/api/projects/{project.slug}/rewards/{always.pk}/versions/").json()
+    assert body[0]["probes"] == "failed"
