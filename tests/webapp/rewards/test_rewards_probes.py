@@ -174,3 +174,14 @@ def test_override_needs_a_reason_and_is_audited(project, engineer, probes_at_onc
     # a new version is checked afresh: the override belonged to the old one
     new = reward_version_save(function=fn, user=engineer, source=ALWAYS_ONE + "\n# v2\n").version
     assert probes.probe_status(new).state == "failed"
+
+
+@pytest.mark.parametrize("name", ["exact_match", "gsm8k_exact", "boxed_math", "format_regex", "length_penalty",
+                                  "combined"])
+def test_every_starter_template_passes_the_builtins(name):
+    """Starting from a template never blocks a launch; the CLI form of the suite (nothing stored)."""
+    from webapp.rewards.probes import probe_file_check
+
+    result = probe_file_check(source=get_template(name))
+    assert result["ok"], [(r["name"], r["reason"]) for r in result["results"] if not r["passed"]]
+    assert len(result["results"]) == 7
