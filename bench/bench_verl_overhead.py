@@ -72,7 +72,7 @@ def _demo_dataset(project):
 
 
 def _demo_model_entry(project, path: Path):
-    from webapp.runs.models import ModelEntry, ModelKind
+    from webapp.registry.models import ModelEntry, ModelKind
 
     return ModelEntry.objects.create(project=project, name="demo-tiny", kind=ModelKind.CAUSAL_LM, path=str(path))
 

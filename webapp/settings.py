@@ -37,12 +37,14 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "webapp.core",
+    "webapp.registry",
     "webapp.datasets",
     "webapp.review",
     "webapp.rewards",
     "webapp.runs",
     "webapp.monitoring",
     "webapp.notifications",
+    "webapp.overview",
     "jobs",  # creates the Celery app at start-up: services send tasks by name (webapp.core.queue)
 ]
 

@@ -48,8 +48,9 @@ def seed_project(project, user, folder: Path) -> Seeded:
     from training.demo import DEMO_VOCAB
     from training.models import build_tiny_model
     from webapp.datasets.services import dataset_import
+    from webapp.registry.models import ModelEntry, ModelKind
     from webapp.rewards.services import reward_function_create
-    from webapp.runs.models import Checkpoint, Job, JobState, MetricPoint, ModelEntry, ModelKind
+    from webapp.runs.models import Checkpoint, Job, JobState, MetricPoint
 
     prefs_file, prompts_file = demo_files(folder)
     prefs = dataset_import(project=project, user=user, name="sum-preferences", path=prefs_file)

@@ -42,7 +42,8 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
                                                      celery_worker_proc, celery_beat_proc, stop_runs, shot):
     from webapp.datasets.models import DatasetVersion
     from webapp.monitoring.models import Arena, ArenaJudgement
-    from webapp.runs.models import Job, ModelEntry, ModelKind
+    from webapp.registry.models import ModelEntry, ModelKind
+    from webapp.runs.models import Job
 
     job, _c10, _c20, _base = demo_run(project, demo_models)
     ModelEntry.objects.create(project=project, name="demo-rm-base", kind=ModelKind.REWARD_MODEL,

@@ -10,7 +10,8 @@ import pytest
 from celery import current_app
 
 from jobs.tasks import launch_job
-from webapp.runs.models import Job, JobState, MetricPoint, ModelEntry, ModelKind
+from webapp.registry.models import ModelEntry, ModelKind
+from webapp.runs.models import Job, JobState, MetricPoint
 
 SCORE = "critic/score/mean"
 

@@ -4,7 +4,7 @@ from webapp.core import views
 
 # Feature apps mount their pages under /p/<slug>/...
 project_patterns = [
-    path("", views.project_detail, name="project"),
+    path("", include("webapp.overview.urls")),
     path("members/", views.members, name="members"),
     path("members/<int:pk>/remove/", views.member_remove, name="member-remove"),
     path("invitations/<int:pk>/revoke/", views.invitation_revoke, name="invitation-revoke"),

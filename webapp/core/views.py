@@ -12,7 +12,6 @@ from webapp.core import services
 from webapp.core.access import project_access, visible_projects
 from webapp.core.forms import MemberForm, ProjectForm, ProjectSettingsForm, apply_error
 from webapp.core.models import AuditLog, Membership, Role
-from webapp.core.onboarding import first_steps, next_step
 
 
 def healthz(request):
@@ -51,30 +50,6 @@ def invitation_answer(request, pk, answer):
         return redirect("home")
     messages.success(request, f"You joined {membership.project.name} as {membership.role}.")
     return redirect("project", slug=membership.project.slug)
-
-
-def project_detail(request, slug):
-    access = project_access(request.user, slug)
-    project = access.project
-    steps = first_steps(project)
-    context = {"project": project, "access": access, "overview": _overview(project), "steps": steps,
-               "next_step": next_step(steps)}
-    return render(request, "core/project.html", context)
-
-
-def _overview(project) -> dict:
-    # Imported here: each feature app owns its models; the overview just counts them.
-    from webapp.datasets.models import Dataset
-    from webapp.rewards.models import RewardFunction
-    from webapp.runs.models import Job
-
-    return {
-        "datasets": Dataset.objects.filter(project=project).count(),
-        "rewards": RewardFunction.objects.filter(project=project).count(),
-        "jobs": Job.objects.filter(project=project).count(),
-        "recent_jobs": Job.objects.filter(project=project).order_by("-created_at")[:5],
-        "members": project.memberships.count(),
-    }
 
 
 def members(request, slug):

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import orjson
+from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from rest_framework import serializers, status
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -267,6 +269,8 @@ class VersionExportApi(APIView):
         style = request.query_params.get("trl_style") or "auto"
         if style not in ("auto", "standard", "conversational"):
             return _error("trl_style must be auto, standard or conversational.", field="trl_style")
-        approved = request.query_params.get("approved_only", "") in ("1", "true", "yes")
-        return export_response(version, {"format": fmt, "trl_style": style, "approved_only": approved},
+        if request.query_params.get("approved_only", "") in ("1", "true", "yes"):  # the review app decides
+            return HttpResponseRedirect(reverse("api-review-export", args=[slug, version.pk])
+                                        + "?" + request.query_params.urlencode())
+        return export_response(version, {"format": fmt, "trl_style": style},
                                user=request.user, on_error=lambda msg: _error(msg))

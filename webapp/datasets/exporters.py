@@ -1,8 +1,8 @@
 """Exports: VERL parquet, TRL preference JSONL and plain JSONL, streamed row by row.
 
 Rows are the run-directory row dicts (see selectors.row_dict and docs/run-directory.md), so the same
-writers serve a whole version and the review app's approved rows. The VERL record of each row comes
-from training.parquet.to_verl_record, which the VERL backend also uses.
+writers serve a whole version and the review app's approved rows (webapp/review/exports.py). The VERL
+record of each row comes from training.parquet.to_verl_record, which the VERL backend also uses.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import IO, Any
 
 import orjson
 
+from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.datasets import selectors
 from webapp.datasets.models import DatasetVersion
@@ -30,27 +31,15 @@ class ExportResult:
     format: str
 
 
-def export_filename(version: DatasetVersion, fmt: str, approved_only: bool = False) -> str:
-    stem = f"{version.dataset.name}-v{version.number}" + ("-approved" if approved_only else "")
+def export_filename(version: DatasetVersion, fmt: str, suffix: str = "") -> str:
+    stem = f"{version.dataset.name}-v{version.number}" + (f"-{suffix}" if suffix else "")
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in stem)
     return f"{safe}.parquet" if fmt == "verl" else f"{safe}.{fmt}.jsonl"
 
 
-def export_rows(version: DatasetVersion, *, approved_only: bool = False) -> Iterable[dict[str, Any]]:
-    """The rows to export: the whole version, or the pairs approved in review (edits and swaps applied)."""
-    if not approved_only:
-        return selectors.iter_row_dicts(version)
-    try:
-        from webapp.review.selectors import training_rows
-    except ImportError:
-        raise ApplicationError("Approved-only export needs the review app, which is not installed yet.",
-                               field="approved_only") from None
-    result = training_rows(version, include_unreviewed=False)
-    rows = getattr(result, "rows", result)
-    splits = getattr(result, "splits", None)
-    if splits and len(splits) == len(rows):  # keep each row's split for VERL's extra_info
-        rows = [{**row, "split": split} for row, split in zip(rows, splits, strict=True)]
-    return rows
+def export_rows(version: DatasetVersion) -> Iterable[dict[str, Any]]:
+    """Every row of the version, in order (the review app exports the approved ones: review/exports.py)."""
+    return selectors.iter_row_dicts(version)
 
 
 def _messages(text: Any, role: str) -> Any:
@@ -202,20 +191,20 @@ def write_verl_parquet(rows_factory, path: str | Path, kind: str) -> int:
     return n
 
 
-def export_version(*, version: DatasetVersion, fmt: str, out_path: str | Path, approved_only: bool = False,
-                   trl_style: str = "auto", user=None) -> ExportResult:
-    """Write one version (or its approved rows) to `out_path` in `fmt`; audited."""
+def export_version(*, version: DatasetVersion, fmt: str, out_path: str | Path, rows: list[dict] | None = None,
+                   label: str = "", trl_style: str = "auto", user=None) -> ExportResult:
+    """Write one version (or the `rows` a caller chose from it, e.g. the approved ones) to `out_path`; audited."""
     if fmt not in FORMATS:
         raise ApplicationError(f"Unknown format '{fmt}': use {', '.join(FORMATS)}.", field="format")
     if trl_style not in TRL_STYLES:
         raise ApplicationError(f"Unknown TRL style '{trl_style}': use {', '.join(TRL_STYLES)}.", field="trl_style")
     kind = version.dataset.kind
     out_path = Path(out_path)
-    if approved_only:
-        rows = list(export_rows(version, approved_only=True))  # the review selector returns a list anyway
+    if rows is not None:
+        chosen = rows
 
         def factory():
-            return iter(rows)
+            return iter(chosen)
     else:
         def factory():
             return selectors.iter_row_dicts(version)
@@ -225,8 +214,6 @@ def export_version(*, version: DatasetVersion, fmt: str, out_path: str | Path, a
         out_path.parent.mkdir(parents=True, exist_ok=True)
         with out_path.open("wb") as fh:
             n = write_jsonl(factory(), fh, kind, fmt, trl_style)
-    from webapp.core.audit import audit
-
     audit(actor=user, action="dataset.export", project=version.project, obj=version,
-          summary=f"Exported {n:,} rows of {version} as {FORMATS[fmt]}" + (" (approved only)" if approved_only else ""))
+          summary=f"Exported {n:,} rows of {version} as {FORMATS[fmt]}" + (f" ({label})" if label else ""))
     return ExportResult(path=out_path, rows=n, format=fmt)

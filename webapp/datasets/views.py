@@ -22,6 +22,7 @@ from webapp.core.services import ApplicationError
 from webapp.datasets import exporters, selectors, services
 from webapp.datasets.forms import ExportForm, MappingForm, RowFilterForm, UploadForm
 from webapp.datasets.models import DatasetImport, ImportStatus, VersionStatus
+from webapp.registry.models import ModelEntry
 
 
 def version_url(version) -> str:
@@ -214,8 +215,6 @@ def row_detail(request, slug, dataset_id, number, index):
 
 def version_stats(request, slug, dataset_id, number):
     from webapp.datasets.stats import version_stats as compute
-    from webapp.runs.models import ModelEntry
-
     access = project_access(request.user, slug)
     version = selectors.version_get(project=access.project, dataset_id=dataset_id, number=number)
     models = ModelEntry.objects.filter(project=access.project).exclude(path="").order_by("name")
@@ -239,20 +238,24 @@ def version_export(request, slug, dataset_id, number):
     if not form.is_valid():
         messages.error(request, "Choose an export format: verl, trl or jsonl.")
         return redirect(version_url(version))
+    if form.cleaned_data.get("approved_only"):  # the review app owns which pairs are approved
+        return redirect(reverse("review-export", args=[slug, version.pk]) + "?" + request.GET.urlencode())
     return export_response(version, form.cleaned_data, user=request.user,
                            on_error=lambda msg: (messages.error(request, msg), redirect(version_url(version)))[1])
 
 
-def export_response(version, options: dict, *, user, on_error):
-    """A download of the version in the chosen format: JSONL streams, Parquet goes through a temp file."""
+def export_response(version, options: dict, *, user, on_error, rows: list[dict] | None = None, label: str = ""):
+    """A download of the version (or of the `rows` chosen from it) in the chosen format.
+
+    JSONL streams; Parquet goes through a temp file. `label` names the choice in the file name and audit log.
+    """
     fmt, style = options["format"], options.get("trl_style") or "auto"
-    approved = bool(options.get("approved_only"))
-    filename = exporters.export_filename(version, fmt, approved)
+    filename = exporters.export_filename(version, fmt, label)
     if fmt == "verl":
         fd, tmp = tempfile.mkstemp(suffix=".parquet")
         os.close(fd)
         try:
-            result = exporters.export_version(version=version, fmt=fmt, out_path=tmp, approved_only=approved,
+            result = exporters.export_version(version=version, fmt=fmt, out_path=tmp, rows=rows, label=label,
                                               user=user)
             fh = open(result.path, "rb")  # noqa: SIM115 - FileResponse closes it
         except ApplicationError as exc:
@@ -261,12 +264,12 @@ def export_response(version, options: dict, *, user, on_error):
             if os.path.exists(tmp):
                 os.unlink(tmp)  # an open handle keeps the data readable until the response is sent
         return FileResponse(fh, as_attachment=True, filename=filename, content_type="application/octet-stream")
-    try:
-        rows = exporters.export_rows(version, approved_only=approved)
-    except ApplicationError as exc:
-        return on_error(exc.message)
+    if rows is None:
+        rows = exporters.export_rows(version)
+    elif not rows:
+        return on_error("There are no rows to export.")
     audit(actor=user, action="dataset.export", project=version.project, obj=version,
-          summary=f"Exported {version} as {exporters.FORMATS[fmt]}" + (" (approved only)" if approved else ""))
+          summary=f"Exported {version} as {exporters.FORMATS[fmt]}" + (f" ({label})" if label else ""))
     resp = StreamingHttpResponse(exporters.jsonl_chunks(rows, version.dataset.kind, fmt, style),
                                  content_type="application/x-ndjson")
     resp["Content-Disposition"] = f'attachment; filename="{filename}"'

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from training.hparams import BY_KEY
+from webapp.runs.models import Job, MetricPoint
 
 # Rows in this order first (the rest by name); the group each row is listed under.
 GROUPS = ("Run", "Base model", "Data", "Reward", "Settings")
@@ -124,7 +125,6 @@ def legend_labels(ids: list[int], kinds: list[str], differing: list[Row]) -> lis
 def latest_win_rates(job) -> list[dict[str, Any]]:
     """Each data source's validation win rate at the last step that logged one (wins / ties / losses too)."""
     from webapp.monitoring import charts, selectors, winrates
-    from webapp.runs.models import MetricPoint
 
     out = []
     for source in charts.win_rate_sources(selectors.metric_names(job)):
@@ -157,8 +157,6 @@ def compare_table(jobs: list) -> dict[str, Any]:
 
 def load_jobs(project, ids: list[int]) -> list:
     """The chosen runs with what run_facts reads, in id order."""
-    from webapp.runs.models import Job
-
     return list(Job.objects.filter(project=project, pk__in=ids).order_by("pk").select_related(
         "base_model", "teacher_model", "dataset_version__dataset", "resume_checkpoint").prefetch_related(
         "reward_versions__function"))

@@ -262,10 +262,12 @@ class Arena(CheckpointWork):
     title = models.CharField(max_length=200)
     a_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="+")
-    a_model = models.ForeignKey("runs.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    a_model = models.ForeignKey("registry.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
     b_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
                                      related_name="+")
-    b_model = models.ForeignKey("runs.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    b_model = models.ForeignKey("registry.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
     sides = models.JSONField(default=dict)  # {"a": {label, path, base_model, checkpoint, job, step, model}}
     dataset_version = models.ForeignKey("datasets.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
                                         related_name="+")

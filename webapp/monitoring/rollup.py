@@ -22,6 +22,7 @@ import numpy as np
 from django.db import connection, transaction
 
 from webapp.monitoring.downsample import extremes_by_bucket, first_per_segment
+from webapp.runs.models import MetricPoint
 
 BASE = 4
 LEVELS = tuple(range(1, 9))  # bucket sizes 4 .. 65,536 steps
@@ -33,7 +34,6 @@ def size(level: int) -> int:
 
 def _tables() -> tuple[str, str, str]:
     from webapp.monitoring.models import MetricRollup, MetricRollupState
-    from webapp.runs.models import MetricPoint
 
     q = connection.ops.quote_name
     return q(MetricPoint._meta.db_table), q(MetricRollup._meta.db_table), q(MetricRollupState._meta.db_table)
@@ -148,8 +148,6 @@ def rollup_sync(job_id: int, points: Iterable[tuple[int, str]]) -> int:
 
 def rollup_build(job_id: int, name: str | None = None) -> int:
     """Roll up whole series from scratch (after a bulk import, or for the benchmark)."""
-    from webapp.runs.models import MetricPoint
-
     qs = MetricPoint.objects.filter(job_id=job_id)
     if name is not None:
         qs = qs.filter(name=name)

@@ -27,6 +27,7 @@ from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.notifications import transport
 from webapp.notifications.models import EVENTS, Delivery, DeliveryStatus, Hook, HookKind
+from webapp.runs.models import MetricPoint
 
 logger = logging.getLogger(__name__)
 MAX_ATTEMPTS = 5
@@ -47,8 +48,6 @@ def sign(secret: str, timestamp: str, body: bytes) -> str:
 
 
 def _job_summary(job) -> dict[str, Any]:
-    from webapp.runs.models import MetricPoint
-
     figures = {}
     for name, label in KEY_FIGURES:
         value = (MetricPoint.objects.filter(job=job, name=name, value__isnull=False).order_by("-step")

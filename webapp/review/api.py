@@ -6,14 +6,17 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.exceptions import ParseError
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.datasets.api import FormatIsOurs
 from webapp.datasets.models import DatasetRow
-from webapp.review import selectors, services, tally
+from webapp.datasets.views import export_response
+from webapp.review import exports, selectors, services, tally
 from webapp.review.models import Side
 from webapp.review.stats import version_stats
 
@@ -261,3 +264,26 @@ class VersionListApi(APIView):
             p = selectors.progress(version=v, user=request.user)
             out.append({"version_id": v.pk, "dataset": v.dataset.name, "number": v.number, "rows": v.row_count, **p})
         return Response(out)
+
+
+class ExportApi(APIView):
+    """The approved pairs of a version as a download: ?format=verl|trl|jsonl[&trl_style=...]."""
+
+    content_negotiation_class = FormatIsOurs
+    renderer_classes = [JSONRenderer]
+
+    @extend_schema(responses=OpenApiTypes.BINARY)
+    def get(self, request, slug, version_id):
+        access = project_access(request.user, slug, Role.ENGINEER)
+        version = _version(access, version_id)
+        fmt = request.query_params.get("format", "")
+        style = request.query_params.get("trl_style") or "auto"
+        if fmt not in ("verl", "trl", "jsonl") or style not in ("auto", "standard", "conversational"):
+            return Response({"detail": "format must be verl, trl or jsonl; trl_style auto, standard or "
+                             "conversational.", "field": "format"}, status=status.HTTP_400_BAD_REQUEST)
+
+        def on_error(message):
+            return Response({"detail": message}, status=status.HTTP_400_BAD_REQUEST)
+
+        return export_response(version, {"format": fmt, "trl_style": style}, user=request.user, on_error=on_error,
+                               rows=exports.approved_rows(version), label=exports.LABEL)

@@ -10,6 +10,7 @@ urlpatterns = [
     path("versions/<int:version_id>/stats/", api.StatsApi.as_view(), name="api-review-stats"),
     path("versions/<int:version_id>/conflicts/", api.ConflictsApi.as_view(), name="api-review-conflicts"),
     path("versions/<int:version_id>/bulk/", api.BulkApi.as_view(), name="api-review-bulk"),
+    path("versions/<int:version_id>/export/", api.ExportApi.as_view(), name="api-review-export"),
     path(item, api.ItemApi.as_view(), name="api-review-item"),
     path(item + "review/", api.SubmitReviewApi.as_view(), name="api-review-submit"),
     path(item + "edit/", api.EditApi.as_view(), name="api-review-edit"),

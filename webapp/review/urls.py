@@ -10,4 +10,5 @@ urlpatterns = [
     path("v/<int:version_id>/conflicts/", views.conflicts, name="review-conflicts"),
     path("v/<int:version_id>/items/<int:row_id>/", views.item, name="review-item"),
     path("v/<int:version_id>/release/", views.release, name="review-release"),
+    path("v/<int:version_id>/export/", views.export, name="review-export"),
 ]

@@ -13,7 +13,9 @@ from webapp.core.access import project_access
 from webapp.core.forms import apply_error
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
-from webapp.review import selectors, services
+from webapp.datasets.forms import ExportForm
+from webapp.datasets.views import export_response, version_url
+from webapp.review import exports, selectors, services
 from webapp.review.forms import BulkForm, PairFilterForm, ReleaseForm, ResolveForm
 from webapp.review.models import ReviewerStats, Source, VersionReviewStats
 from webapp.review.stats import version_stats
@@ -196,3 +198,20 @@ def release(request, slug, version_id):
     else:
         messages.error(request, "Choose a reviewer.")
     return redirect("review-stats", slug=slug, version_id=version.pk)
+
+
+def export(request, slug, version_id):
+    """Download the approved pairs of a version (edits and swaps applied) as VERL, TRL or plain JSONL."""
+    access = project_access(request.user, slug, Role.ENGINEER)
+    version = _version(access, version_id)
+    form = ExportForm(request.GET)
+    if not form.is_valid():
+        messages.error(request, "Choose an export format: verl, trl or jsonl.")
+        return redirect(version_url(version))
+
+    def on_error(message):
+        messages.error(request, message)
+        return redirect(version_url(version))
+
+    return export_response(version, form.cleaned_data, user=request.user, on_error=on_error,
+                           rows=exports.approved_rows(version), label=exports.LABEL)

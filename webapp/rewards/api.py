@@ -248,7 +248,7 @@ class TemplateListApi(APIView):
 
 
 class RewardModelListApi(APIView):
-    """The project's reward models (runs.ModelEntry of kind reward_model); register them under /jobs/models/."""
+    """The project's reward models (registry.ModelEntry of kind reward_model); register them under /jobs/models/."""
 
     serializer_class = RewardModelSerializer
 

@@ -26,6 +26,7 @@ from training.reward_mix import mix, usable
 from webapp.core.audit import audit
 from webapp.core.queue import RUN_REWARD_TEST, enqueue
 from webapp.core.services import ApplicationError
+from webapp.datasets.models import DatasetRow, VersionStatus
 from webapp.rewards import samples as sample_lib
 from webapp.rewards.analysis import normalize_source, pair_summary, source_sha256, summarize
 from webapp.rewards.models import RewardFunction, RewardTestRun, RewardTestRunState, RewardVersion
@@ -179,8 +180,6 @@ def slowest_samples(results: list[dict], k: int = SLOWEST_SHOWN) -> list[dict]:
 
 
 def _rows(dataset_version, split: str, limit: int) -> list[dict]:
-    from webapp.datasets.models import DatasetRow
-
     qs = DatasetRow.objects.filter(version=dataset_version)
     if split:
         qs = qs.filter(split=split)
@@ -195,8 +194,6 @@ def prepare_samples(*, project, dataset_version=None, split: str = "", limit: in
 
     With pasted responses `limit` is ignored: every response is scored (against the first rows).
     """
-    from webapp.datasets.models import VersionStatus
-
     if split not in SPLITS:
         raise ApplicationError("Choose all rows, train or val.", field="split")
     if limit is not None and not 1 <= limit <= sample_lib.MAX_SAMPLES:

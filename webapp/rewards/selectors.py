@@ -5,6 +5,8 @@ from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
 from webapp.core.models import Project
+from webapp.datasets.models import DatasetVersion, VersionStatus
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardFunction, RewardTestRun, RewardVersion
 
 
@@ -37,16 +39,12 @@ def reward_test_run_get(*, project: Project, pk: int) -> RewardTestRun:
 
 def testable_dataset_versions(*, project: Project):
     """Ready dataset versions a test-run can sample from, newest first within each dataset."""
-    from webapp.datasets.models import DatasetVersion, VersionStatus
-
     return (DatasetVersion.objects.filter(dataset__project=project, status=VersionStatus.READY)
             .select_related("dataset").order_by("dataset__name", "-number"))
 
 
 def dataset_version_get(*, project: Project, pk) -> object | None:
     """The project's dataset version `pk`, or None when it does not exist here."""
-    from webapp.datasets.models import DatasetVersion
-
     try:
         pk = int(pk)
     except (TypeError, ValueError):
@@ -55,8 +53,6 @@ def dataset_version_get(*, project: Project, pk) -> object | None:
 
 
 def reward_models(*, project: Project):
-    from webapp.runs.models import ModelEntry, ModelKind
-
     return (ModelEntry.objects.filter(project=project, kind=ModelKind.REWARD_MODEL)
             .select_related("source_job", "created_by").order_by("name"))
 

@@ -16,6 +16,7 @@ from training.reward_mix import SHAPINGS
 from webapp.core.audit import audit
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.analysis import normalize_source, source_sha256
 from webapp.rewards.models import RewardFunction, RewardVersion
 from webapp.rewards.probes import probe_run_request
@@ -138,8 +139,6 @@ def reward_spec_validate(*, project: Project, spec: Any) -> dict:
      "components": [{"type": "function", "version_id": int, "weight": float},
                     {"type": "model", "model_id": int, "weight": float}]}
     """
-    from webapp.runs.models import ModelEntry, ModelKind
-
     if not isinstance(spec, dict):
         raise ApplicationError("The reward spec must be an object with 'shaping' and 'components'.", field="reward")
     shaping = spec.get("shaping", "raw")

@@ -1,13 +1,6 @@
 from django.contrib import admin
 
-from webapp.runs.models import Checkpoint, Job, JobAttempt, MetricPoint, ModelEntry, RunEvent
-
-
-@admin.register(ModelEntry)
-class ModelEntryAdmin(admin.ModelAdmin):
-    list_display = ("name", "project", "kind", "path", "hub_id", "created_at")
-    list_filter = ("kind", "project")
-    search_fields = ("name", "path", "hub_id")
+from webapp.runs.models import Checkpoint, Job, JobAttempt, MetricPoint, RunEvent
 
 
 class AttemptInline(admin.TabularInline):

@@ -12,9 +12,11 @@ from training.reward_mix import SHAPINGS
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.registry import services as registry
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs import selectors
-from webapp.runs.models import Job, JobAttempt, JobKind, ModelEntry, ModelKind
-from webapp.runs.services import launch, registry
+from webapp.runs.models import Job, JobAttempt, JobKind
+from webapp.runs.services import launch
 from webapp.runs.services.inputs import dry_run, plan_inputs
 
 

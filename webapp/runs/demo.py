@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from webapp.runs.services.registry import build_demo_models
+from webapp.registry.services import build_demo_models
 
 
 def seed_demo(*, project, user, log: Callable[[str], None] = print) -> None:

@@ -9,7 +9,8 @@ from training import jobconfig as cfg
 from training.guard_rules import ACTIONS, BUILTIN, describe, parse_rules
 from training.presets import DEFAULT_PRESET, PRESETS, preset_choices
 from webapp.datasets.models import DatasetVersion, VersionStatus
-from webapp.runs.models import Backend, JobKind, ModelEntry, ModelKind
+from webapp.registry.models import ModelEntry, ModelKind
+from webapp.runs.models import Backend, JobKind
 
 INPUT_FIELDS = ("name", "kind", "backend", "preset", "dataset_version", "include_unreviewed", "base_model",
                 "teacher_model")

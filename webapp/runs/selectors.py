@@ -8,17 +8,9 @@ from django.db.models import QuerySet
 from training.rundir import RunDir
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetKind, DatasetVersion, VersionStatus
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardFunction, RewardVersion
-from webapp.runs.models import (
-    FINAL_STATES,
-    Checkpoint,
-    CheckpointStatus,
-    Job,
-    JobState,
-    ModelEntry,
-    ModelKind,
-    RunEvent,
-)
+from webapp.runs.models import FINAL_STATES, Checkpoint, CheckpointStatus, Job, JobState, RunEvent
 from webapp.runs.services.sync import tail_lines
 
 KIND_DATASETS = {"grpo": (DatasetKind.PROMPTS,), "reward_model": (DatasetKind.PREFERENCE,),

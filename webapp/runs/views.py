@@ -17,6 +17,7 @@ from webapp.core.access import project_access
 from webapp.core.forms import apply_error
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.registry import services as registry
 from webapp.rewards.forms import RewardSpecForm
 from webapp.runs import selectors
 from webapp.runs.forms import (
@@ -30,7 +31,7 @@ from webapp.runs.forms import (
     settings_initial,
 )
 from webapp.runs.models import Job, JobState
-from webapp.runs.services import launch, registry
+from webapp.runs.services import checkpoint_models, launch
 from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for
 from webapp.runs.services.workers import worker_online
 
@@ -259,7 +260,7 @@ def job_register_model(request, slug, pk):
     try:
         if checkpoint is None:
             raise ApplicationError(f"Job #{job.pk} has no checkpoint at step {form.cleaned_data['step']}.")
-        entry = registry.model_register_from_checkpoint(checkpoint=checkpoint, user=request.user,
+        entry = checkpoint_models.model_register_from_checkpoint(checkpoint=checkpoint, user=request.user,
                                                         name=form.cleaned_data["name"])
     except ApplicationError as exc:
         messages.error(request, exc.message)

@@ -1,10 +1,6 @@
 """Exports, and the round trip: export then re-import gives the same rows."""
 from __future__ import annotations
 
-import json
-import sys
-import types
-
 import pyarrow.parquet as pq
 import pytest
 
@@ -95,54 +91,9 @@ def test_trl_styles():
                                                           "data_source": "s"}
 
 
-def test_unknown_format_and_approved_only_without_review(project, engineer, write, tmp_path, pairs, monkeypatch):
+def test_unknown_format_is_refused(project, engineer, write, tmp_path, pairs):
     version = imported(project, engineer, write("p.jsonl", pairs), "prefs")
     with pytest.raises(ApplicationError, match="Unknown format"):
         export_version(version=version, fmt="csv", out_path=tmp_path / "x")
-    monkeypatch.setitem(sys.modules, "webapp.review.selectors", None)  # as if the review app had no selectors
-    with pytest.raises(ApplicationError, match="needs the review app"):
-        export_version(version=version, fmt="trl", out_path=tmp_path / "x", approved_only=True)
 
 
-def test_approved_only_uses_the_review_selection(project, engineer, write, tmp_path, pairs, monkeypatch):
-    version = imported(project, engineer, write("p.jsonl", pairs), "prefs")
-    calls = []
-
-    def training_rows(v, include_unreviewed=True):
-        calls.append((v.pk, include_unreviewed))
-        # an approved pair whose responses a reviewer swapped
-        return types.SimpleNamespace(rows=[{"prompt": "What is 2+2?", "chosen": "5", "rejected": "4",
-                                            "data_source": "math"}])
-
-    monkeypatch.setitem(sys.modules, "webapp.review.selectors", types.SimpleNamespace(training_rows=training_rows))
-    out = tmp_path / "approved.jsonl"
-    result = export_version(version=version, fmt="trl", out_path=out, approved_only=True)
-    assert calls == [(version.pk, False)] and result.rows == 1
-    assert json.loads(out.read_text()) == {"prompt": "What is 2+2?", "chosen": "5", "rejected": "4",
-                                           "data_source": "math"}
-
-
-def test_approved_only_with_the_review_app(project, engineer, write, tmp_path, pairs):
-    """With the real review app: only approved pairs, a swapped decision applied, splits kept."""
-    from django.apps import apps
-
-    try:
-        PairState = apps.get_model("review", "PairState")
-    except LookupError:
-        pytest.skip("the review app has no PairState model")
-    version = imported(project, engineer, write("p.jsonl", pairs), "prefs", split="0")
-    rows = list(DatasetRow.objects.filter(version=version).order_by("index"))
-    # Review states are prepared once per version (on the worker for big imports, else on the first visit).
-    from webapp.review.services import ensure_pair_states
-
-    ensure_pair_states(version=version)
-    assert PairState.objects.filter(version=version, state="unreviewed").count() == len(rows)
-    PairState.objects.filter(row=rows[0]).update(state="approved")
-    PairState.objects.filter(row=rows[1]).update(state="approved", final_swap=True)
-    PairState.objects.filter(row=rows[2]).update(state="rejected")
-    out = tmp_path / "approved.parquet"
-    result = export_version(version=version, fmt="verl", out_path=out, approved_only=True)
-    table = pq.read_table(out).to_pylist()
-    assert result.rows == 2
-    assert [r["reward_model"]["ground_truth"] for r in table] == ["4", "Lyon"]  # row 1 was swapped
-    assert {r["extra_info"]["split"] for r in table} == {"train"}

@@ -147,7 +147,7 @@ def test_stats_page_in_characters_and_tokens(as_user, viewer, version, project, 
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    from webapp.runs.models import ModelEntry
+    from webapp.registry.models import ModelEntry
 
     body = as_user(viewer).get(pages(version)["stats"]).content.decode()
     assert "plotly/plotly.min.js" in body and 'id="prompt_chars"' in body and 'id="diff_chars"' in body

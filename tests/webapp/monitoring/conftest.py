@@ -103,8 +103,8 @@ def job_inputs(project, model_dir: Path) -> dict:
     """A prompt dataset version (the demo sums), the exact-match reward and a registered model."""
     from training.demo import EXACT_MATCH_SOURCE, arithmetic_rows
     from webapp.datasets.models import Dataset, DatasetKind, DatasetRow, DatasetVersion, VersionStatus
+    from webapp.registry.models import ModelEntry, ModelKind
     from webapp.rewards.services import reward_function_create
-    from webapp.runs.models import ModelEntry, ModelKind
 
     dataset = Dataset.objects.create(project=project, name="arith", kind=DatasetKind.PROMPTS)
     train, val = arithmetic_rows("train"), arithmetic_rows("val")[:6]

@@ -18,7 +18,8 @@ from webapp.monitoring.arena_results import arena_results, majority, next_pair_f
 from webapp.monitoring.models import Arena, ArenaJudgement, EvaluationStatus
 from webapp.monitoring.services.arena import arena_create, arena_generate, arena_judge, shown_left, side_choices
 from webapp.monitoring.services.arena_export import arena_export, export_rows
-from webapp.runs.models import Checkpoint, Job, JobKind, JobState, ModelEntry, ModelKind
+from webapp.registry.models import ModelEntry, ModelKind
+from webapp.runs.models import Checkpoint, Job, JobKind, JobState
 
 PROMPTS = [f"{a}+{b}=" for a in range(3) for b in range(4)][:10]
 

@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from webapp.core.models import Project
 from webapp.monitoring.models import Arena, ArenaJudgement, ArenaPair, EvaluationStatus
 from webapp.monitoring.services.arena import shown_left
-from webapp.runs.models import ModelEntry, ModelKind
+from webapp.registry.models import ModelEntry, ModelKind
 
 pytestmark = pytest.mark.django_db
 

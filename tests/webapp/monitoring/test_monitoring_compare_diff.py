@@ -63,7 +63,7 @@ def test_compare_page_and_api_show_the_differing_settings_and_distinct_labels(ma
 
 def test_data_reward_and_base_model_rows(make_job, project):
     from webapp.datasets.models import Dataset, DatasetVersion
-    from webapp.runs.models import ModelEntry
+    from webapp.registry.models import ModelEntry
 
     ds = Dataset.objects.create(project=project, name="arith", kind="prompts")
     v1 = DatasetVersion.objects.create(dataset=ds, number=1)

@@ -8,7 +8,8 @@ from webapp.core.services import ApplicationError
 from webapp.monitoring import selectors
 from webapp.monitoring.models import EvaluationStatus, JudgeRun
 from webapp.monitoring.services import human_eval_create, judge_choices, judge_request, judge_run
-from webapp.runs.models import ModelEntry, ModelKind, RunEvent
+from webapp.registry.models import ModelEntry, ModelKind
+from webapp.runs.models import RunEvent
 
 pytestmark = pytest.mark.django_db
 

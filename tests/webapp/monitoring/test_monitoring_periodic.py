@@ -60,7 +60,7 @@ def test_every_second_checkpoint_gets_one_task_however_often_the_run_syncs(
 
 
 def test_no_schedule_no_tasks_and_against_base(make_job, checkpoint, sent, tiny_model_dir, project):
-    from webapp.runs.models import ModelEntry
+    from webapp.registry.models import ModelEntry
 
     plain = make_job()
     checkpoint(plain, 5)
@@ -141,7 +141,8 @@ def test_the_worker_generates_both_sides_and_opens_the_task(make_job, tiny_model
     import shutil
 
     from webapp.monitoring.services import human_eval_prepare
-    from webapp.runs.models import Checkpoint, ModelEntry
+    from webapp.registry.models import ModelEntry
+    from webapp.runs.models import Checkpoint
 
     job = scheduled_job(make_job, every=1, against="base", items=2, max_new_tokens=4)
     job.base_model = ModelEntry.objects.create(project=project, name="tiny", path=str(tiny_model_dir))
@@ -162,7 +163,7 @@ def test_the_worker_generates_both_sides_and_opens_the_task(make_job, tiny_model
 
 def test_a_generation_failure_is_shown_on_the_task(make_job, checkpoint, project, sent, tmp_path):
     from webapp.monitoring.services import human_eval_prepare
-    from webapp.runs.models import ModelEntry
+    from webapp.registry.models import ModelEntry
 
     job = scheduled_job(make_job, every=1, against="base")
     job.base_model = ModelEntry.objects.create(project=project, name="empty", path=str(tmp_path))

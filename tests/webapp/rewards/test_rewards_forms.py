@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 from django.template.loader import render_to_string
 
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.forms import RewardSpecForm, build_reward_spec
 from webapp.rewards.services import reward_version_save
-from webapp.runs.models import ModelEntry, ModelKind
 
 pytestmark = pytest.mark.django_db
 

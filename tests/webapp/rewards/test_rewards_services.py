@@ -6,6 +6,7 @@ import pytest
 
 from webapp.core.models import AuditLog
 from webapp.core.services import ApplicationError
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardVersion
 from webapp.rewards.services import (
     SourceError,
@@ -13,7 +14,6 @@ from webapp.rewards.services import (
     reward_spec_validate,
     reward_version_save,
 )
-from webapp.runs.models import ModelEntry, ModelKind
 
 pytestmark = pytest.mark.django_db
 

@@ -146,7 +146,7 @@ def test_test_run_of_another_function_is_not_shown_on_this_editor(as_user, engin
 
 
 def test_reward_models_page_lists_reward_models_only(as_user, viewer, project):
-    from webapp.runs.models import ModelEntry, ModelKind
+    from webapp.registry.models import ModelEntry, ModelKind
 
     ModelEntry.objects.create(project=project, name="rm-demo", kind=ModelKind.REWARD_MODEL, path="/m/rm")
     ModelEntry.objects.create(project=project, name="policy", kind=ModelKind.CAUSAL_LM, path="/m/p")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from webapp.datasets.models import Dataset, DatasetKind, DatasetRow, DatasetVersion, VersionStatus
-from webapp.runs.models import ModelEntry, ModelKind
+from webapp.registry.models import ModelEntry, ModelKind
 
 
 @pytest.fixture(scope="session")

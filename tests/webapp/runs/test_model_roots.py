@@ -7,7 +7,7 @@ import pytest
 
 from tests.webapp.runs.test_runs_api import api_url
 from webapp.core.models import Project
-from webapp.runs.models import ModelEntry
+from webapp.registry.models import ModelEntry
 
 REFUSED = "is not in an approved model folder"
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from webapp.runs.models import Job, ModelEntry
+from webapp.registry.models import ModelEntry
+from webapp.runs.models import Job
 
 pytestmark = pytest.mark.django_db
 

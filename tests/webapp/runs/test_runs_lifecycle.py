@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from webapp.runs.models import JobState, MetricPoint, ModelEntry, ModelKind
+from webapp.registry.models import ModelEntry, ModelKind
+from webapp.runs.models import JobState, MetricPoint
 from webapp.runs.services import job_cancel, job_create, job_launch, job_resume, sync_job
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]

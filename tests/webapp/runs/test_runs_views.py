@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.runs.models import Job, JobState, ModelEntry
+from webapp.registry.models import ModelEntry
+from webapp.runs.models import Job, JobState
 from webapp.runs.services import job_create
 
 pytestmark = pytest.mark.django_db
@@ -88,7 +89,7 @@ def test_missing_reward_is_shown_on_the_reward_widget(project, engineer, as_user
 def test_a_launch_is_planned_once_and_its_reward_spec_validated_once(project, engineer, as_user, prompts_version,
                                                                       tiny_model, reward_fn, no_enqueue, monkeypatch):
     from training import jobconfig as config
-    from webapp.rewards import services as reward_services
+    from webapp.runs.services import spec
 
     calls = {"plans": 0, "reward_checks": 0}
 
@@ -99,8 +100,7 @@ def test_a_launch_is_planned_once_and_its_reward_spec_validated_once(project, en
         return wrapper
 
     monkeypatch.setattr(config, "resolve_config", counted("plans", config, config.resolve_config))
-    monkeypatch.setattr(reward_services, "reward_spec_validate",
-                        counted("reward_checks", reward_services, reward_services.reward_spec_validate))
+    monkeypatch.setattr(spec, "reward_spec_validate", counted("reward_checks", spec, spec.reward_spec_validate))
     resp = as_user(engineer).post(f"/p/{project.slug}/jobs/new/",
                                   form_data(prompts_version, tiny_model, reward_fn, action="launch"))
     assert resp.status_code == 302 and Job.objects.count() == 1

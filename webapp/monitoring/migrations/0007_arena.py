@@ -11,7 +11,8 @@ class Migration(migrations.Migration):
         ('core', '0003_invitations'),
         ('datasets', '0005_quality_report'),
         ('monitoring', '0006_judges_and_scheduled_human_eval'),
-        ('runs', '0002_ingest_offsets'),
+        ('registry', '0002_source_job'),
+        ('runs', '0004_model_registry_moved'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -35,9 +36,9 @@ class Migration(migrations.Migration):
                 ('progress', models.FloatField(default=0.0)),
                 ('is_open', models.BooleanField(default=True)),
                 ('a_checkpoint', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runs.checkpoint')),
-                ('a_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runs.modelentry')),
+                ('a_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='registry.modelentry')),
                 ('b_checkpoint', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runs.checkpoint')),
-                ('b_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='runs.modelentry')),
+                ('b_model', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='registry.modelentry')),
                 ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
                 ('dataset_version', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='datasets.datasetversion')),
                 ('project', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='arenas', to='core.project')),

@@ -27,7 +27,8 @@ from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
 from webapp.monitoring.models import Arena, ArenaChoice, ArenaJudgement, ArenaPair, EvaluationStatus
 from webapp.monitoring.services.work import claim
-from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind, ModelEntry, ModelKind
+from webapp.registry.models import ModelEntry, ModelKind
+from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind
 
 MAX_PROMPTS = 500
 MAX_NEW_TOKENS = 4096

@@ -22,17 +22,13 @@ from webapp.core.services import ApplicationError
 from webapp.monitoring.models import Arena, EvaluationStatus, HumanEvalTask, JudgeKind, JudgeRun
 from webapp.monitoring.services.arena import arenas_dir
 from webapp.monitoring.services.work import claim
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import RunEvent
 
-REWARD_MODEL = "reward_model"  # ModelEntry.kind of a sequence-classification reward model
 JUDGE_TIMEOUT_S = int(getattr(settings, "JUDGE_TIMEOUT_S", 25 * 60))
 
 
 def _models(project):
-    try:
-        from webapp.registry.models import ModelEntry
-    except ImportError:  # the registry still lives in the runs app
-        from webapp.runs.models import ModelEntry
     return ModelEntry.objects.filter(project=project).exclude(path="").order_by("name")
 
 
@@ -51,7 +47,7 @@ def judge_choices(task: HumanEvalTask | None = None, arena: Arena | None = None)
     if job is not None and (job.reward_spec or {}).get("components"):
         out.append(("reward", f"The reward of run #{job.pk} (sandboxed)"))
     for m in _models((task or arena).project):
-        what = "reward model" if m.kind == REWARD_MODEL else "judge model, answers A or B"
+        what = "reward model" if m.kind == ModelKind.REWARD_MODEL else "judge model, answers A or B"
         out.append((f"model:{m.pk}", f"{m.name} ({what})"))
     return out
 
@@ -75,7 +71,7 @@ def judge_request(*, user, judge: str, task: HumanEvalTask | None = None, arena:
         model = _models((task or arena).project).filter(pk=int(judge[6:])).first()
         if model is None:
             raise ApplicationError("Choose a model registered in this project with a local folder.", field="judge")
-        kind = JudgeKind.REWARD_MODEL if model.kind == REWARD_MODEL else JudgeKind.JUDGE_MODEL
+        kind = JudgeKind.REWARD_MODEL if model.kind == ModelKind.REWARD_MODEL else JudgeKind.JUDGE_MODEL
         label, path = model.name, model.path
     else:
         raise ApplicationError("Choose a judge: a run's reward or a registered model.", field="judge")

@@ -23,6 +23,7 @@ from django.utils import timezone
 from training.rundir import RunDir, read_jsonl, write_jsonl
 from webapp.core.models import ROLE_RANK, Membership, Role
 from webapp.core.queue import PREPARE_HUMAN_EVAL, enqueue
+from webapp.datasets.models import DatasetRow
 from webapp.monitoring.models import HumanEvalItem, HumanEvalTask, Side
 from webapp.notifications.services import notify
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, MetricPoint, RunEvent
@@ -72,7 +73,6 @@ def _held_out_rows(job: Job, sched: dict) -> tuple[str, list[dict]]:
     limit = max(1, min(200, int(sched.get("items") or 20)))
     version_id = sched.get("dataset_version")
     if version_id:
-        from webapp.datasets.models import DatasetRow  # the held-out set; a read, no datasets services
 
         split = sched.get("split") or "val"
         rows = DatasetRow.objects.filter(version_id=version_id, version__dataset__project=job.project,

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion
+from webapp.review.render import response_text
+from webapp.review.selectors import training_rows
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +42,6 @@ def expand_ranges(ranges: list[list[int]]) -> list[int]:
 
 def _selection(version: DatasetVersion, include_unreviewed: bool):
     """The review app's selection plus the row id of each selected row."""
-    from webapp.review.selectors import training_rows
-
     selection = training_rows(version, include_unreviewed=include_unreviewed)
     ids = expand_ranges(selection.manifest["row_id_ranges"]["included"])
     if len(ids) != len(selection.rows):
@@ -72,8 +72,6 @@ def select_rows(version: DatasetVersion, include_unreviewed: bool = False) -> Pi
 
 def to_record(row: DatasetRow, dataset_kind: str) -> dict[str, Any]:
     """A stored row in the run-directory format (used when a pinned row left the review selection)."""
-    from webapp.review.render import response_text
-
     if dataset_kind == DatasetKind.PROMPTS:
         return {"prompt": row.prompt, "ground_truth": row.ground_truth, "data_source": row.data_source,
                 "ability": row.ability, "extra_info": row.extra_info or {},

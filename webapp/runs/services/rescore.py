@@ -23,6 +23,9 @@ from training.rundir import RunDir, read_json
 from webapp.core.audit import audit
 from webapp.core.queue import RESCORE_RUN, enqueue
 from webapp.core.services import ApplicationError
+from webapp.rewards.models import RewardVersion
+from webapp.rewards.samples import Sample
+from webapp.rewards.scoring import score_samples
 from webapp.runs.models import Job, Rescore, RescoreSample, RescoreState
 
 MAX_SAMPLES = 50_000
@@ -44,8 +47,6 @@ def job_reward(job: Job) -> dict[str, Any]:
 
 def default_component(job: Job, version) -> str:
     """The job's component from the same reward function as `version` ("" when there is none)."""
-    from webapp.rewards.models import RewardVersion
-
     ids = {c["version_id"]: c["name"] for c in job_reward(job)["components"] if c["version_id"]}
     same = RewardVersion.objects.filter(pk__in=ids, function_id=version.function_id).values_list("pk", flat=True)
     return next((ids[pk] for pk in ids if pk in set(same)), "")
@@ -133,8 +134,6 @@ def new_total(row: dict, score: float | None, error: str | None, reward: dict, c
 
 
 def _samples(rows: list[dict]) -> list:
-    from webapp.rewards.samples import Sample
-
     return [Sample(item={"data_source": str(r.get("data_source") or "default"),
                          "solution_str": str(r.get("output", "")), "ground_truth": r.get("gts"),
                          "extra_info": r.get("extra_info") or {}},
@@ -143,8 +142,6 @@ def _samples(rows: list[dict]) -> list:
 
 def _score_step(rescore: Rescore, reward: dict, step: int, done: int) -> tuple[list[RescoreSample], str]:
     """Score one stored step; returns its result rows, or an error that stops the re-score."""
-    from webapp.rewards.scoring import score_samples
-
     rows = ingest.read_samples(rescore.job.run_dir, rollouts.KIND, step)
     if not rows:
         return [], ""

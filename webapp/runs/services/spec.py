@@ -17,8 +17,11 @@ from training.jobspec import JobSpec
 from training.reward_mix import SHAPINGS
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion, VersionStatus
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardVersion
-from webapp.runs.models import Job, ModelEntry, ModelKind
+from webapp.rewards.probes import probe_gate
+from webapp.rewards.services import reward_spec_validate
+from webapp.runs.models import Job
 from webapp.runs.services.data import Pinned, longest_prompt, select_rows
 
 
@@ -55,8 +58,6 @@ def normalize_reward_spec(reward_spec: Any) -> dict[str, Any]:
 
 def _resolve_rewards(project, reward_spec: dict, errors: dict) -> tuple[dict, list[RewardVersion], list[ModelEntry]]:
     """Validate with the rewards app's own rules; returns (normalised spec, versions, models)."""
-    from webapp.rewards.services import reward_spec_validate
-
     if reward_spec["shaping"] not in SHAPINGS:
         errors.setdefault("reward_spec", f"Reward shaping must be one of {', '.join(SHAPINGS)}.")
         return reward_spec, [], []
@@ -76,8 +77,6 @@ def _resolve_rewards(project, reward_spec: dict, errors: dict) -> tuple[dict, li
 
 def _check_probes(versions: list[RewardVersion], errors: dict, warnings: dict) -> None:
     """Failing or pending probes refuse the launch (webapp.rewards.probes); overridden ones warn."""
-    from webapp.rewards.probes import probe_gate
-
     refusals, notes = probe_gate(versions)
     if refusals:
         errors.setdefault("reward_spec", " ".join(refusals))

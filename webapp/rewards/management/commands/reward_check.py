@@ -22,14 +22,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
+from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.rewards.scoring import reward_file_check
 from webapp.rewards.services import SourceError
 
 
 def resolve_dataset_version(spec: str, project_slug: str | None):
     """DATASET is NAME (latest ready version), NAME@N (version N) or a dataset version id."""
-    from webapp.datasets.models import DatasetVersion, VersionStatus
-
     qs = DatasetVersion.objects.select_related("dataset__project")
     if project_slug:
         if not Project.objects.filter(slug=project_slug).exists():

@@ -3,6 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from webapp.datasets.models import DatasetVersion, VersionStatus
+from webapp.review.models import PairState, Review, State
+from webapp.rewards.models import RewardFunction
+from webapp.runs.models import Job
+
 
 @dataclass(frozen=True)
 class Step:
@@ -14,12 +19,6 @@ class Step:
 
 
 def first_steps(project) -> list[Step]:
-    # Imported here: each feature app owns its models; the overview only asks whether one exists.
-    from webapp.datasets.models import DatasetVersion, VersionStatus
-    from webapp.review.models import PairState, Review, State
-    from webapp.rewards.models import RewardFunction
-    from webapp.runs.models import Job
-
     base = f"/p/{project.slug}/"
     imported = DatasetVersion.objects.filter(dataset__project=project, status=VersionStatus.READY).exists()
     reviewed = (Review.objects.filter(version__dataset__project=project).exists()

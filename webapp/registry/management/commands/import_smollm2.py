@@ -2,7 +2,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
-from webapp.runs.services.registry import import_smollm2
+from webapp.registry.services import import_smollm2
 
 
 class Command(BaseCommand):

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from webapp.core.models import Project
-from webapp.runs.services.registry import DEMO_MODELS, build_demo_models
+from webapp.registry.services import DEMO_MODELS, build_demo_models
 
 
 class Command(BaseCommand):

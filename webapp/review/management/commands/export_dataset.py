@@ -1,4 +1,7 @@
-"""`python manage.py export_dataset DATASET --format verl|trl|jsonl --out PATH [--version N] [--approved-only]`."""
+"""`python manage.py export_dataset DATASET --format verl|trl|jsonl --out PATH [--version N] [--approved-only]`.
+
+It lives in the review app because `--approved-only` asks review which pairs were approved.
+"""
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
@@ -9,6 +12,7 @@ from webapp.core.services import ApplicationError
 from webapp.datasets import selectors
 from webapp.datasets.exporters import FORMATS, TRL_STYLES, export_version
 from webapp.datasets.models import Dataset
+from webapp.review.exports import export_approved
 
 
 class Command(BaseCommand):
@@ -47,8 +51,8 @@ class Command(BaseCommand):
             what = f"version {opts['version']} of " if opts["version"] else "a ready version of "
             raise CommandError(f"There is no {what}dataset '{ref}' in {project.slug}.") from None
         try:
-            result = export_version(version=version, fmt=opts["format"], out_path=opts["out"],
-                                    approved_only=opts["approved_only"], trl_style=opts["trl_style"])
+            export = export_approved if opts["approved_only"] else export_version
+            result = export(version=version, fmt=opts["format"], out_path=opts["out"], trl_style=opts["trl_style"])
         except ApplicationError as exc:
             raise CommandError(exc.message) from None
         self.stdout.write(self.style.SUCCESS(f"Wrote {result.rows} rows of {version} to {result.path} "

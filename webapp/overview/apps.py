@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class OverviewConfig(AppConfig):
+    name = "webapp.overview"
+    label = "overview"
+    verbose_name = "Project overview"
