@@ -7,56 +7,66 @@ give the reward real responses instead:
 - sampled responses: a registered causal LM of the project answers the first N prompts of a prompt set
   (training.generation), on the worker that runs the test-run.
 
-Known exception to the import direction (see docs/architecture.md): the job and model rows are read
-with function-level imports of `webapp.runs.models`, as the reward-model components already are.
+Runs are found the way the training processes see them, through their files: the run directories under
+`<RUNS_ROOT>/<project slug>/` (`training.rundir.project_run_dirs`), so this app needs no rows of the runs app.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
+from training.generation import GenerationError, load_generator
+from training.ingest import read_samples, sample_steps
+from training.jobspec import JobSpecError, read_spec
+from training.rundir import RunDir, project_run_dirs
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards import samples as sample_lib
 
 MAX_LISTED_RUNS = 30
 SAMPLE_MAX_NEW_TOKENS = 128
 
 
-def _jobs(project):
-    from webapp.runs.models import Job
+def _runs(project) -> list[tuple[int, RunDir]]:
+    return project_run_dirs(Path(settings.RUNS_ROOT) / project.slug)
 
-    return Job.objects.filter(project=project).exclude(run_dir="")
+
+def _label(job_id: int, run: RunDir) -> str:
+    try:
+        spec = read_spec(run.path)
+    except (OSError, JobSpecError):
+        return f"#{job_id}"
+    return f"#{job_id} {spec.kind} · {spec.model.name or Path(spec.model.path).name}"
 
 
 def rollout_runs(*, project) -> list[dict[str, Any]]:
     """The project's newest jobs with stored rollouts: [{"id", "label", "steps"}]."""
-    from training.ingest import sample_steps
-
     out = []
-    for job in _jobs(project).order_by("-id")[:MAX_LISTED_RUNS]:
+    for job_id, run in _runs(project)[:MAX_LISTED_RUNS]:
         try:
-            steps = sample_steps(job.run_dir, "rollout")
+            steps = sample_steps(run.path, "rollout")
         except (OSError, ValueError):
             continue
         if steps:
-            out.append({"id": job.pk, "label": f"#{job.pk} {job.name} · rollouts of steps {steps[0]}–{steps[-1]}",
+            out.append({"id": job_id, "label": f"{_label(job_id, run)} · rollouts of steps {steps[0]}–{steps[-1]}",
                         "steps": steps})
     return out
 
 
 def rollout_samples(*, project, job_id: int, step: int | None, limit: int) -> tuple[str, list[sample_lib.Sample]]:
     """(origin words, samples) of the first `limit` rows of a job's rollout dump (`step` None: the latest)."""
-    from training.ingest import read_samples, sample_steps
-
-    job = _jobs(project).filter(pk=job_id).first()
-    if job is None:
+    run = dict(_runs(project)).get(job_id)
+    if run is None:
         raise sample_lib.SampleError(f"No run #{job_id} with a run directory in this project.")
-    steps = sample_steps(job.run_dir, "rollout")
+    steps = sample_steps(run.path, "rollout")
     if not steps:
-        raise sample_lib.SampleError(f"Run #{job.pk} has no stored rollouts (samples/rollout/ is empty).")
+        raise sample_lib.SampleError(f"Run #{job_id} has no stored rollouts (samples/rollout/ is empty).")
     step = steps[-1] if step is None else step
     if step not in steps:
-        raise sample_lib.SampleError(f"Run #{job.pk} has no rollouts of step {step}; steps with rollouts: "
+        raise sample_lib.SampleError(f"Run #{job_id} has no rollouts of step {step}; steps with rollouts: "
                                      f"{steps[0]}–{steps[-1]}.")
-    rows = read_samples(job.run_dir, "rollout", step)[:limit]
+    rows = read_samples(run.path, "rollout", step)[:limit]
     samples = []
     for i, row in enumerate(rows):
         extra = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
@@ -66,14 +76,12 @@ def rollout_samples(*, project, job_id: int, step: int | None, limit: int) -> tu
             role="rollout", row_index=i, prompt=str(row.get("input") or ""),
             meta={"stored_score": row.get("score")}))
     if not samples:
-        raise sample_lib.SampleError(f"The rollouts of run #{job.pk} at step {step} are empty.")
-    return f"run #{job.pk} {job.name}, rollouts of step {step}", samples
+        raise sample_lib.SampleError(f"The rollouts of run #{job_id} at step {step} are empty.")
+    return f"run {_label(job_id, run)}, rollouts of step {step}", samples
 
 
 def sample_models(*, project):
     """The project's causal LMs with a local folder (they can answer prompts on a worker)."""
-    from webapp.runs.models import ModelEntry, ModelKind
-
     return ModelEntry.objects.filter(project=project, kind=ModelKind.CAUSAL_LM).exclude(path="").order_by("name")
 
 
@@ -91,8 +99,6 @@ def model_samples(*, project, model_id: int, rows: list[dict[str, Any]],
     origin = f"{len(rows)} responses sampled from {model.name} (greedy, at most {SAMPLE_MAX_NEW_TOKENS} tokens)"
     if not generate:
         return origin, []
-    from training.generation import GenerationError, load_generator
-
     prompts = [row.get("prompt") if isinstance(row.get("prompt"), list) else row.get("prompt_text", "")
                for row in rows]
     try:

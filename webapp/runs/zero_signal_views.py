@@ -15,8 +15,9 @@ from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetKind, DatasetVersion, VersionStatus
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardVersion
-from webapp.runs.models import Checkpoint, CheckpointStatus, ModelEntry, ModelKind, ZeroSignalRun
+from webapp.runs.models import Checkpoint, CheckpointStatus, ZeroSignalRun
 from webapp.runs.services import zero_signal as zs
 
 SECTION_KEY = "zero_signal"

@@ -15,8 +15,9 @@ from webapp.core.models import (
 )
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetRow
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.services import reward_function_create
-from webapp.runs.models import ModelEntry, ModelKind, ZeroSignalRun, ZeroSignalStatus
+from webapp.runs.models import ZeroSignalRun, ZeroSignalStatus
 from webapp.runs.services import zero_signal as zs
 
 # Ground truths 0-2 always score 1 (all right), 9-10 always 0 (all wrong); the others score by the

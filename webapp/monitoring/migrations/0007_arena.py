@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
         ('datasets', '0005_quality_report'),
         ('monitoring', '0006_judges_and_scheduled_human_eval'),
         ('registry', '0002_source_job'),
-        ('runs', '0004_model_registry_moved'),
+        ('runs', '0005_model_registry_moved'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('registry', '0001_initial'),
-        ('runs', '0004_model_registry_moved'),
+        ('runs', '0005_model_registry_moved'),
     ]
 
     operations = [

@@ -29,8 +29,9 @@ from webapp.core.queue import ZERO_SIGNAL, enqueue
 from webapp.core.services import ApplicationError
 from webapp.datasets.cleaning import version_derive
 from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus
+from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardVersion
-from webapp.runs.models import Checkpoint, CheckpointStatus, ModelEntry, ModelKind, ZeroSignalRun, ZeroSignalStatus
+from webapp.runs.models import Checkpoint, CheckpointStatus, ZeroSignalRun, ZeroSignalStatus
 from webapp.runs.services.spec import sandbox_block
 
 TIMEOUT_S = int(getattr(settings, "ZERO_SIGNAL_TIMEOUT_S", 60 * 60))

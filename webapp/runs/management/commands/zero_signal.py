@@ -16,8 +16,9 @@ from webapp.core.commands import command_engineer
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.datasets import selectors
+from webapp.registry.models import ModelEntry
 from webapp.rewards.models import RewardVersion
-from webapp.runs.models import ModelEntry, ZeroSignalRun, ZeroSignalStatus
+from webapp.runs.models import ZeroSignalRun, ZeroSignalStatus
 from webapp.runs.services import zero_signal as zs
 
 

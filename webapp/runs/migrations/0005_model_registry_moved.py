@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0003_rescore_rescoresample'),
+        ('runs', '0004_zero_signal_run'),
         ('registry', '0001_initial'),
     ]
 
@@ -22,6 +22,11 @@ class Migration(migrations.Migration):
                 model_name='job',
                 name='teacher_model',
                 field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='teacher_jobs', to='registry.modelentry'),
+            ),
+            migrations.AlterField(
+                model_name='zerosignalrun',
+                name='model',
+                field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='registry.modelentry'),
             ),
             migrations.DeleteModel(name='ModelEntry'),
         ]),
