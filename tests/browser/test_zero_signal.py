@@ -19,8 +19,9 @@ def test_zero_signal_dry_run_from_the_quality_tab(page, live_server, project, en
     from training.demo import EXACT_MATCH_SOURCE, build_demo_model
     from webapp.datasets.demo import ARITHMETIC, seed_demo
     from webapp.datasets.models import DatasetRow, DatasetVersion
+    from webapp.registry.models import ModelEntry, ModelKind
     from webapp.rewards.services import reward_function_create
-    from webapp.runs.models import ModelEntry, ModelKind, ZeroSignalRun
+    from webapp.runs.models import ZeroSignalRun
     from webapp.runs.services.zero_signal import dry_run_execute
 
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
