@@ -23,6 +23,7 @@ from django.utils import timezone
 from training.rundir import RunDir, read_jsonl, write_jsonl
 from webapp.core.models import ROLE_RANK, Membership, Role
 from webapp.core.queue import PREPARE_HUMAN_EVAL, enqueue
+from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetRow
 from webapp.monitoring.models import HumanEvalItem, HumanEvalTask, Side
 from webapp.notifications.services import notify
@@ -200,7 +201,6 @@ def fill_scheduled(task: HumanEvalTask, pairs: list[dict]) -> HumanEvalTask:
     job = task.checkpoint.job
     names = ", ".join(u.username for u in people) or "nobody (the project has no reviewers)"
     if (job.reward_spec or {}).get("components"):  # the run's own reward judges the same pairs, for the chart
-        from webapp.core.services import ApplicationError
         from webapp.monitoring.services.judges import judge_request
 
         try:
