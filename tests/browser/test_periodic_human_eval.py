@@ -107,7 +107,7 @@ def test_an_automatic_judge_beside_the_people_on_the_page_and_the_chart(page, li
     from training.models import build_tiny_reward_model
     from webapp.monitoring.models import JudgeRun
     from webapp.monitoring.services import human_eval_create, judge_run
-    from webapp.runs.models import ModelEntry, ModelKind
+    from webapp.registry.models import ModelEntry, ModelKind
 
     engineer.set_password(PASSWORD)
     engineer.save()
