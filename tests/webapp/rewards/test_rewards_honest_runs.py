@@ -153,7 +153,7 @@ def test_cli_says_reference_check_counts_errors_and_scores_rollouts(tmp_path, pr
                                                      {"input": "1+2=", "output": "4", "gts": "3", "score": 0.0}]})
     out = check("--project", "acme", "--rollouts", f"{job.pk}@5")
     assert out["mode"] == "rollouts" and [r["score"] for r in out["results"]] == [1.0, 0.0]
-    assert out["origin"] == f"run #{job.pk} grpo demo, rollouts of step 5"
+    assert out["origin"] == f"run #{job.pk}, rollouts of step 5"
     with pytest.raises(CommandError, match="need --project"):
         check("--rollouts", str(job.pk))
     with pytest.raises(CommandError, match="no rollouts of step 6"):
