@@ -13,7 +13,9 @@ answer is right, right in another form, wrong or missing) are scored, in the sam
 (b) pool: `training.sandbox.SandboxPool` of `--workers` sandboxes (each a full sandbox: bubblewrap
     where available), `score_batch(items).scores`, the reward source being VERL's default_compute_score;
 (c) process pool: `concurrent.futures.ProcessPoolExecutor(--workers)`, unsandboxed, `map()` with the
-    same shard size as the pool (so it too pays one round trip per shard, not per sample).
+    same shard size as the pool (so it too pays one round trip per shard, not per sample); its workers
+    are spawned (`--start-method`), lean processes like the sandboxes: forked copies of this process
+    (which holds torch and the batch) make prime_math's own per-call forks slower.
 
 Every arm must give the same scores (checked). Times are the best of `--repeats` interleaved passes
 (one pass, and no bare loop, for a workload whose serial pass takes over 10 s: prime_math); pools are
@@ -30,6 +32,7 @@ which compares answers with sympy in a child process with a timeout).
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import random
 import sys
@@ -186,14 +189,15 @@ def pool_pass(pool: SandboxPool, items: list[dict]) -> list[float]:
 
 # -- the run -------------------------------------------------------------------------------------------------
 
-def run(scorers: list[str], n: int, workers: int, repeats: int) -> dict[str, dict[str, float]]:
+def run(scorers: list[str], n: int, workers: int, repeats: int,
+        start_method: str = "spawn") -> dict[str, dict[str, float]]:
     t = time.perf_counter()
     limits = SandboxLimits(time_limit_s=30.0, batch_time_limit_s=3600.0)
     pool = SandboxPool(SOURCE, limits=limits, size=workers)
     pool.start()
     pool_start = time.perf_counter() - t
     t = time.perf_counter()
-    executor = ProcessPoolExecutor(workers, initializer=_warm)
+    executor = ProcessPoolExecutor(workers, initializer=_warm, mp_context=multiprocessing.get_context(start_method))
     list(executor.map(_warm_probe, range(workers * 4)))
     pp_start = time.perf_counter() - t
     _warm()
@@ -261,15 +265,18 @@ def main() -> int:
     ap.add_argument("--scorers", default=",".join(DATA_SOURCES), help="comma-separated: " + ", ".join(DATA_SOURCES))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    ap.add_argument("--start-method", choices=("spawn", "forkserver", "fork"), default="spawn",
+                    help="how the process pool starts its workers (spawn: lean processes, like the sandboxes; "
+                         "fork: copies of this process, whose size makes prime_math's per-call forks slower)")
     args = ap.parse_args()
     scorers = [s.strip() for s in args.scorers.split(",") if s.strip()]
     unknown = [s for s in scorers if s not in DATA_SOURCES]
     if unknown:
         ap.error(f"unknown scorer(s) {', '.join(unknown)}; known: {', '.join(DATA_SOURCES)}")
     workers = pool_size(args.workers)
-    print(f"isolation: {isolation_info()['mode']}; workers: {workers}; load average: {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} CPUs")
-    results = run(scorers, args.n, workers, max(1, args.repeats))
+    print(f"isolation: {isolation_info()['mode']}; workers: {workers} (process pool: {args.start_method}); "
+          f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    results = run(scorers, args.n, workers, max(1, args.repeats), args.start_method)
     arms = [a for a in next(iter(results.values())) if all(a in r for r in results.values())]
     total = {arm: sum(r[arm] for r in results.values()) for arm in arms}
     print(f"\nall scorers together ({len(results)} x {args.n} responses):")

@@ -168,6 +168,19 @@ def test_a_rewards_own_timeouts_work_in_the_pool():
     assert res.scores == [0.0, 1.0, 1.0, 0.5] + [1.0] * 8
 
 
+def test_the_batch_time_limit_covers_the_whole_pool_batch():
+    slow = "import time\ndef compute_score(**kw):\n    time.sleep(0.1)\n    return 1.0\n"
+    with SandboxPool(slow, limits=SandboxLimits(time_limit_s=1.0, batch_time_limit_s=1.0), size=2) as p:
+        t0 = time.monotonic()
+        res = p.score_batch([item(str(i)) for i in range(80)])  # 4 s of calls over two sandboxes
+        took = time.monotonic() - t0
+        errors = [r.error for r in res if r.error]
+        assert 0 < len(errors) < 80 and all("batch_time_limit_s" in e for e in errors)
+        assert res.scores[0] == 1.0 and res.scores[-1] is None  # the start was scored, the rest refused
+        assert took < 3.5  # not 2 s per shard: one limit for the batch
+        assert p.score_batch([item("again")]).scores == [1.0]  # the next batch has its own limit
+
+
 def test_the_pool_size_comes_from_the_cpu_budget():
     assert pool_size(None) == min(cpu_count(), 4)
     assert pool_size(8) == 8
