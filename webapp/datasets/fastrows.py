@@ -91,7 +91,9 @@ def plain_normalizer(shape: Shape, max_chars: int) -> PlainNormalizer | None:
         chosen_json, rejected_json = _dumps(chosen), _dumps(rejected)
         pair = b"\x1f".join((prompt_json, chosen_json, rejected_json, ground_truth.encode()))
         canonical = b"\x1f".join((pair, data_source.encode(), ability.encode(), extra_json))
-        if b"\\u0000" in canonical or "\x00" in data_source or "\x00" in ability or "\x00" in ground_truth:
+        # normalize's NUL check; without a backslash (one memchr) there is no \u0000 to look for
+        if (canonical.find(b"\\") >= 0 and canonical.find(b"\\u0000") >= 0) or "\x00" in data_source \
+                or "\x00" in ability or "\x00" in ground_truth:
             return None
         if preference and chosen_json == rejected_json:
             return None
@@ -118,10 +120,19 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
 
 
-def _body(js: bytes) -> bytes | None:
-    """A JSON string's body is already COPY text (\\\\ \\n \\r \\t \\b \\f mean the same in both, and COPY reads
-    \\" as "), unless it holds a \\uXXXX escape (a control character), which COPY does not know."""
-    return js[1:-1] if b"\\u" not in js else None
+def _fields(js: bytes) -> tuple[bytes, bytes] | None:
+    """(the COPY text of a JSON string's text, the COPY field of the JSON itself), or None.
+
+    A JSON string's body is already COPY text (\\\\ \\n \\r \\t \\b \\f mean the same in both, and COPY reads \\" as
+    "), unless it holds a \\uXXXX escape (a control character), which COPY does not know: None then. The
+    JSON, holding no raw control characters, only needs its backslashes doubled. Most text has no
+    backslash at all, which one memchr finds (`in` with a two-byte needle costs ten times more).
+    """
+    if js.find(b"\\") < 0:
+        return js[1:-1], js
+    if js.find(b"\\u") >= 0:
+        return None
+    return js[1:-1], js.replace(b"\\", b"\\\\")
 
 
 def copy_line(version_id: int, index: int, source_line: int, split: str, row: Row) -> bytes:
@@ -151,18 +162,14 @@ def copy_line(version_id: int, index: int, source_line: int, split: str, row: Ro
 
 def _copy_line_bytes(version_id: int, index: int, source_line: int, split: str, row: Row,
                      raw: dict[str, bytes]) -> bytes | None:
-    prompt_text = _body(raw["prompt"])
+    prompt = _fields(raw["prompt"])
     pair = row.chosen is not None
-    chosen_text = _body(raw["chosen"]) if pair else b""
-    rejected_text = _body(raw["rejected"]) if pair else b""
-    if prompt_text is None or chosen_text is None or rejected_text is None:
+    chosen = _fields(raw["chosen"]) if pair else (b"", b"\\N")
+    rejected = _fields(raw["rejected"]) if pair else (b"", b"\\N")
+    if prompt is None or chosen is None or rejected is None:
         return None
     meta = _escape("\x00".join((row.data_source, row.ability, row.ground_truth))).replace("\x00", "\t")
     head = (f"{version_id}\t{index}\t{source_line}\t{split}\t{len(row.prompt_text)}\t{len(row.chosen_text)}\t"
             f"{len(row.rejected_text)}\t{row.row_hash}\t{meta}\t").encode()
-    nulls = b"\\N"
-    return b"".join((head, prompt_text, b"\t", chosen_text, b"\t", rejected_text, b"\t",
-                     raw["prompt"].replace(b"\\", b"\\\\"), b"\t",
-                     raw["chosen"].replace(b"\\", b"\\\\") if pair else nulls, b"\t",
-                     raw["rejected"].replace(b"\\", b"\\\\") if pair else nulls, b"\t",
-                     raw["extra_info"].replace(b"\\", b"\\\\"), b"\n"))
+    return b"".join((head, prompt[0], b"\t", chosen[0], b"\t", rejected[0], b"\t", prompt[1], b"\t", chosen[1],
+                     b"\t", rejected[1], b"\t", raw["extra_info"].replace(b"\\", b"\\\\"), b"\n"))
