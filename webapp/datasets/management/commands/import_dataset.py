@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import sys
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from webapp.core.commands import command_engineer
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.datasets.services import ImportFailed, dataset_import
@@ -32,11 +32,7 @@ class Command(BaseCommand):
         project = Project.objects.filter(slug=opts["project"]).first()
         if project is None:
             raise CommandError(f"There is no project '{opts['project']}'.")
-        user = None
-        if opts["user"]:
-            user = get_user_model().objects.filter(username=opts["user"]).first()
-            if user is None:
-                raise CommandError(f"There is no user '{opts['user']}'.")
+        user = command_engineer(opts["user"], project)
         try:
             column_map = parse_column_map(opts["column_map"])
         except ValueError as exc:

@@ -2,11 +2,10 @@
 (admins manage them; URLs are shown as scheme and host only)."""
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.core.access import user_role
-from webapp.core.models import ROLE_RANK, Project, Role
+from webapp.core.commands import command_user
+from webapp.core.models import Project, Role
 from webapp.core.services import ApplicationError
 from webapp.notifications import services
 from webapp.notifications.models import EVENTS, Delivery, Hook, HookKind
@@ -31,12 +30,7 @@ class Command(BaseCommand):
         project = Project.objects.filter(slug=opts["project"]).first()
         if project is None:
             raise CommandError(f"There is no project '{opts['project']}'.")
-        user = None
-        if opts["user"]:
-            user = get_user_model().objects.filter(username=opts["user"]).first()
-            role = user_role(user, project) if user else None
-            if role is None or ROLE_RANK[role] < ROLE_RANK[Role.ADMIN]:
-                raise CommandError(f"{opts['user']} is not an admin of project {project.slug}.")
+        user = command_user(opts["user"], project, Role.ADMIN)
         action = opts["action"]
         try:
             if action == "add":

@@ -4,11 +4,11 @@ from __future__ import annotations
 import sys
 import time
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from training import jobconfig as cfg
 from training.reward_mix import SHAPINGS
+from webapp.core.commands import command_engineer
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.runs.models import FINAL_STATES, Job, JobState
@@ -50,11 +50,7 @@ class Command(BaseCommand):
         project = Project.objects.filter(slug=o["project"]).first()
         if project is None:
             raise CommandError(f"No project {o['project']!r}.")
-        user = None
-        if o["user"]:
-            user = get_user_model().objects.filter(username=o["user"]).first()
-            if user is None:
-                raise CommandError(f"No user {o['user']!r}.")
+        user = command_engineer(o["user"], project)
         try:
             overrides = cfg.parse_set_args(o["set_items"])
         except ValueError as exc:
