@@ -14,8 +14,8 @@ answer is right, right in another form, wrong or missing) are scored, in the sam
     where available), `score_batch(items).scores`, the reward source being VERL's default_compute_score;
 (c) process pool: `concurrent.futures.ProcessPoolExecutor(--workers)`, unsandboxed, `map()` with the
     same shard size as the pool (so it too pays one round trip per shard, not per sample); its workers
-    are spawned (`--start-method`), lean processes like the sandboxes: forked copies of this process
-    (which holds torch and the batch) make prime_math's own per-call forks slower.
+    are forked before this process imports VERL, so they are as lean as the sandboxes (fork, because
+    VERL's prime_math times sympy out in a child started the worker's way, which spawn cannot pickle).
 
 Every arm must give the same scores (checked). Times are the best of `--repeats` interleaved passes
 (one pass, and no bare loop, for a workload whose serial pass takes over 10 s: prime_math); pools are
@@ -189,15 +189,17 @@ def pool_pass(pool: SandboxPool, items: list[dict]) -> list[float]:
 
 # -- the run -------------------------------------------------------------------------------------------------
 
-def run(scorers: list[str], n: int, workers: int, repeats: int,
-        start_method: str = "spawn") -> dict[str, dict[str, float]]:
+def run(scorers: list[str], n: int, workers: int, repeats: int) -> dict[str, dict[str, float]]:
     t = time.perf_counter()
     limits = SandboxLimits(time_limit_s=30.0, batch_time_limit_s=3600.0)
     pool = SandboxPool(SOURCE, limits=limits, size=workers)
     pool.start()
     pool_start = time.perf_counter() - t
     t = time.perf_counter()
-    executor = ProcessPoolExecutor(workers, initializer=_warm, mp_context=multiprocessing.get_context(start_method))
+    # fork: VERL's timeout_limit (prime_math) starts a child per comparison with the worker's own start
+    # method, and under spawn/forkserver it cannot pickle the function it wraps (every comparison fails).
+    # The workers are forked before this process imports VERL (or builds any batch): lean, as the sandboxes.
+    executor = ProcessPoolExecutor(workers, initializer=_warm, mp_context=multiprocessing.get_context("fork"))
     list(executor.map(_warm_probe, range(workers * 4)))
     pp_start = time.perf_counter() - t
     _warm()
@@ -265,18 +267,15 @@ def main() -> int:
     ap.add_argument("--scorers", default=",".join(DATA_SOURCES), help="comma-separated: " + ", ".join(DATA_SOURCES))
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    ap.add_argument("--start-method", choices=("spawn", "forkserver", "fork"), default="spawn",
-                    help="how the process pool starts its workers (spawn: lean processes, like the sandboxes; "
-                         "fork: copies of this process, whose size makes prime_math's per-call forks slower)")
     args = ap.parse_args()
     scorers = [s.strip() for s in args.scorers.split(",") if s.strip()]
     unknown = [s for s in scorers if s not in DATA_SOURCES]
     if unknown:
         ap.error(f"unknown scorer(s) {', '.join(unknown)}; known: {', '.join(DATA_SOURCES)}")
     workers = pool_size(args.workers)
-    print(f"isolation: {isolation_info()['mode']}; workers: {workers} (process pool: {args.start_method}); "
+    print(f"isolation: {isolation_info()['mode']}; workers: {workers}; "
           f"load average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    results = run(scorers, args.n, workers, max(1, args.repeats), args.start_method)
+    results = run(scorers, args.n, workers, max(1, args.repeats))
     arms = [a for a in next(iter(results.values())) if all(a in r for r in results.values())]
     total = {arm: sum(r[arm] for r in results.values()) for arm in arms}
     print(f"\nall scorers together ({len(results)} x {args.n} responses):")
