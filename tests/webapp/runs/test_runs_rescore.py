@@ -165,3 +165,16 @@ def test_the_pages_refuse_bad_input_in_words_and_keep_projects_apart(trained, pr
     Membership.objects.create(project=other, user=stranger, role=Role.ADMIN)
     assert as_user(stranger).get(done["Location"]).status_code in (403, 404)
     assert as_user(stranger).get(f"/p/other/jobs/{trained.pk}/rescores/{rescore.pk}/").status_code == 404
+
+
+def test_the_new_total_is_the_jobs_mix_with_one_component_replaced():
+    reward = {"shaping": "binary", "components": [{"name": "exact", "weight": 1.0}, {"name": "fmt", "weight": 0.5}]}
+    row = {"components": {"exact": 0.0, "fmt": 1.0}}
+    assert service.new_total(row, 1.0, None, reward, "exact") == (1.0, None)  # 1 + 0.5 -> binary 1
+    assert service.new_total(row, 0.2, None, reward, "exact") == (1.0, None)  # 0.2 + 0.5 = 0.7 >= 0.5
+    assert service.new_total(row, 5.0, "ValueError: x", reward, "exact") == (1.0, "ValueError: x")  # failed -> 0
+    assert service.new_total({"components": {"fmt": 0.0}}, 0.4, None, reward, "exact") == (0.0, None)
+    assert service.new_total({"components": {"exact": 1.0}}, 1.0, None, reward, "exact")[0] is None  # no fmt stored
+    assert service.new_total(row, 0.3, None, reward, "") == (0.3, None)  # alone: its own score
+    assert service.new_total(row, 0.3, "boom", reward, "") == (None, "boom")
+    assert service.parse_steps(" 3, 5-7 ,3") == [3, 5, 6, 7] and service.parse_steps("all") is None
