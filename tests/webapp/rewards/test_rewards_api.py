@@ -80,6 +80,8 @@ def test_test_run_on_a_version_with_limit(api_for, engineer, project, reward_fn,
     assert [r["score"] for r in body["results"]] == [1.0] * 4 and body["summary"]["all"]["mean"] == 1.0
     again = api_for(engineer).get(f"{base(project)}test-runs/{body['id']}/").json()
     assert again["results"] == body["results"]
+    assert [s["i"] for s in again["summary"]["slowest"]] == [  # the API names the slowest samples too
+        r["i"] for r in sorted(body["results"], key=lambda r: (-r["duration_ms"], r["i"]))]
 
 
 def test_test_run_with_a_json_list_of_responses(api_for, engineer, project, reward_fn):

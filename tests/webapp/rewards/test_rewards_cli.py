@@ -23,6 +23,8 @@ def test_reward_check_on_a_dataset(tmp_path, arith, exact_source):
     out = run(str(f), "--dataset", "arith", "--project", "acme", "--limit", "2")
     assert out["ok"] and out["mode"] == "reference" and [r["score"] for r in out["results"]] == [1.0, 1.0]
     assert out["summary"]["all"]["n"] == 2 and out["isolation"] in ("bubblewrap", "rlimits")
+    assert sorted(s["i"] for s in out["summary"]["slowest"]) == [0, 1]  # each sample's own time, slowest first
+    assert out["summary"]["slowest"][0]["duration_ms"] >= out["summary"]["slowest"][1]["duration_ms"] > 0
 
 
 def test_reward_check_with_a_responses_file(tmp_path, arith, exact_source):
