@@ -85,7 +85,7 @@ def test_the_task_samples_scores_reports_progress_and_the_new_version_drops_exac
     run = zs.dry_run_request(version=prompts_version, user=engineer, model_id=tiny_model.pk,
                              reward_version_id=tie_reward.pk, params={"n": 4, "max_new_tokens": 3, "max_prompts": 40})
     seen: list[float] = []
-    zs.dry_run_execute(run_id=run.pk, poll_s=0.02, on_progress=seen.append)
+    zs.dry_run_execute(run_id=run.pk, poll_s=0.005, on_progress=seen.append)  # 20 batches of 2 prompts
     run.refresh_from_db()
     assert run.status == ZeroSignalStatus.SUCCEEDED, run.error
     assert run.progress == 1.0 and seen == sorted(seen) and any(0 < f < 0.99 for f in seen), seen

@@ -142,10 +142,12 @@ def _write_inputs(run: ZeroSignalRun, work: Path) -> Path:
     """prompts.jsonl, the reward source and request.json in `work`; the request file's path."""
     rows = (DatasetRow.objects.filter(version=run.version).order_by("index")
             .values_list("index", "prompt", "ground_truth", "data_source", "extra_info"))
+    count = 0
     with (work / "prompts.jsonl").open("w", encoding="utf-8") as fh:
         for index, prompt, truth, source, extra in rows[:run.params["max_prompts"]].iterator(chunk_size=2000):
             fh.write(json.dumps({"index": index, "prompt": prompt, "ground_truth": truth, "data_source": source,
                                  "extra_info": extra or {}}, ensure_ascii=False) + "\n")
+            count += 1
     rv = run.reward_version
     (work / "reward.py").write_text(rv.source, encoding="utf-8")
     if run.model_id:
@@ -158,7 +160,8 @@ def _write_inputs(run: ZeroSignalRun, work: Path) -> Path:
                "max_new_tokens": p["max_new_tokens"], "temperature": p["temperature"], "seed": p["seed"],
                "reward": {"components": [{"type": "function", "path": "reward.py", "name": rv.entry_point,
                                           "weight": 1.0}], "shaping": "raw"},
-               "sandbox": sandbox_block(), "device": "auto", "engine": "auto"}
+               "sandbox": sandbox_block(), "device": "auto", "engine": "auto",
+               "batch_prompts": max(1, min(64, -(-count // 20)))}  # about 20 progress steps, at most 64 a batch
     return write_json(work / "request.json", request)
 
 
