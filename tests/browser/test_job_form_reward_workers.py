@@ -1,0 +1,39 @@
+"""The New job form offers the reward scoring budget (hp.reward_workers): a bad value is refused on its field,
+a good one reaches the launched job."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser.browser_helpers import PASSWORD, seed_project
+from tests.browser_support import login
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_set_the_reward_scoring_processes_on_the_job_form(page, live_server, project, engineer, tmp_path):
+    from webapp.runs.models import Job
+
+    engineer.set_password(PASSWORD)
+    engineer.save()
+    seeded = seed_project(project, engineer, tmp_path)
+    login(page, live_server, engineer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
+    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
+        select = page.get_by_label(label)
+        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
+    page.get_by_label("exact-match weight").fill("1")
+    field = page.get_by_label("Reward scoring processes")
+    assert field.input_value() == ""  # blank: min(CPU cores, 4)
+    field.fill("0")
+    page.wait_for_selector("text=Reward scoring processes must be between 1 and 64", timeout=30_000)
+    field.fill("3")
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.get_by_role("button", name="Review the configuration").click()
+    page.wait_for_selector("text=Review before launch")
+    page.get_by_role("button", name="Launch", exact=True).click()
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+
+    job = Job.objects.exclude(pk=seeded.job.pk).get(project=project)
+    assert job.config["hp"]["reward_workers"] == 3
