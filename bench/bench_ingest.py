@@ -27,6 +27,7 @@ import json
 import os
 import random
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -255,7 +256,7 @@ def main() -> None:
         if scratch_ctx:
             scratch_ctx.__exit__(None, None, None)
         if not args.keep_file:
-            path.unlink(missing_ok=True)
+            shutil.rmtree(workdir, ignore_errors=True)  # the file, the scratch SQLite database and var/
     if base is None:
         assert ours["rows"] == args.rows, ours
         print(f"\nours (dataset_import): {ours['rows'] / ours['seconds']:,.0f} rows/s, peak RSS "
