@@ -144,8 +144,12 @@ def build_samples(*, rows: list[dict[str, Any]] | None, kind: str | None,
 
 
 def clip(text: Any, limit: int = KEEP_CHARS) -> str:
-    """`text` as a string, cut to `limit` characters with a marker saying how much was cut."""
+    """`text` as a string, cut to `limit` characters with a marker saying how much was cut.
+
+    NUL characters are shown as ␀: PostgreSQL's text and JSON columns cannot hold them.
+    """
     s = text if isinstance(text, str) else json.dumps(text, default=str)
+    s = s.replace("\x00", "\u2400")
     if len(s) <= limit:
         return s
     return s[:limit] + f"… [{len(s) - limit:,} more characters]"

@@ -85,3 +85,9 @@ def test_responses_without_dataset_have_empty_ground_truth():
 def test_clip_says_how_much_was_cut():
     assert clip("abcdef", 4) == "abcd… [2 more characters]"
     assert clip("abc", 4) == "abc"
+
+
+def test_clip_shows_nul_as_a_symbol_postgresql_can_store():
+    from webapp.rewards.samples import clip
+
+    assert clip("a\x00b") == "a\u2400b"
