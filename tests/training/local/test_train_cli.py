@@ -42,10 +42,11 @@ def test_prompt_longer_than_max_prompt_length_is_refused(make_run):
         run_job(run)
 
 
-def test_batch_larger_than_the_data_is_refused(make_run):
-    run = _edit(make_run("reward_model"), batch_size=10_000)
-    with pytest.raises(JobError, match="larger than the 512 training rows"):
-        run_job(run)
+def test_batch_larger_than_the_data_is_lowered_to_the_rows_as_verl_does(make_run, capsys):
+    """A small dataset (say, an exported arena) trains one batch of all its rows per step."""
+    run = _edit(make_run("reward_model"), batch_size=10_000, max_steps=1, save_freq=0, test_freq=0)
+    run_job(run)
+    assert "hp.batch_size=10000 is larger than the 512 training rows; using 512" in capsys.readouterr().out
 
 
 def test_cli_exits_2_with_the_message(make_run):
