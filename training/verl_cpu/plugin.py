@@ -1,11 +1,11 @@
 """Loaded by VERL in every process of a CPU run: `VERL_USE_EXTERNAL_MODULES=training.verl_cpu.plugin`.
 
 `import verl` imports the listed modules right after its own initialisation, so the driver, the
-TaskRunner, the workers and the rollout servers all get the same three changes:
+TaskRunner, the workers and the rollout servers all get the same three kinds of change:
 
 1. the `cpu` platform (training.verl_cpu.platform), selected by VERL_PLATFORM=cpu;
 2. `rollout.name=hf` in VERL's two rollout registries (training.verl_cpu.rollout);
-3. three patches:
+3. four patches:
    - VERL asks torch for the process-group backend "cpu:gloo,cpu:gloo" (one entry for CPU tensors,
      one for the device), which torch rejects as a duplicate; it becomes "cpu:gloo";
    - VERL picks the rollout's token builder from config.json's model_type alone, so a tiny Qwen2
@@ -13,7 +13,10 @@ TaskRunner, the workers and the rollout servers all get the same three changes:
      which refuses it; such a tokenizer falls back to VERL's default builder. Qwen's rules only
      join multi-turn context, which a single-turn GRPO rollout never does;
    - VERL's FSDP2 engine always wraps the reference policy in `CPUOffloadPolicy(pin_memory=True)`,
-     and pinning host memory needs an accelerator; on CPU the policy never pins.
+     and pinning host memory needs an accelerator; on CPU the policy never pins;
+   - with trl installed (the benchmarks install it), VERL imports trl's `AutoModelForCausalLMWithValueHead`
+     to patch it, and trl 1.x no longer has that class; VERL then skips its trl patch (it only matters
+     for PPO value heads, which GRPO does not use).
 
 No VERL file is edited; the registries and method names used here are VERL 0.9.1's (pinned).
 """
@@ -100,3 +103,26 @@ def _offload_init(self: CPUOffloadPolicy, pin_memory: bool = True) -> None:
 if not getattr(CPUOffloadPolicy.__init__, "_never_pins", False):
     _offload_init._never_pins = True  # type: ignore[attr-defined]
     CPUOffloadPolicy.__init__ = _offload_init  # type: ignore[method-assign]
+
+
+def trl_has_value_head() -> bool:
+    """Whether the installed trl (if any) still has the class VERL patches."""
+    try:
+        import trl
+    except ImportError:
+        return False
+    if hasattr(trl, "AutoModelForCausalLMWithValueHead"):
+        return True
+    try:
+        from trl.experimental.ppo import AutoModelForCausalLMWithValueHead  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+if not trl_has_value_head():
+    from verl.models.transformers import monkey_patch as _monkey_patch  # noqa: E402
+    from verl.utils import model as _verl_model  # noqa: E402
+
+    _monkey_patch.is_trl_available = lambda: False
+    _verl_model.is_trl_available = lambda: False

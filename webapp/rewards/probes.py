@@ -12,12 +12,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -33,6 +34,7 @@ PROBE_BATCH_LIMIT_S = 20.0
 PROBE_LOAD_LIMIT_S = 30.0  # importing the reward (VERL's scorers import torch: ~5 s); a launch waits this at most
 MAX_AUTHOR_PROBES = 50
 PROBE_TEXT_MAX = 20_000
+WORKER_WAIT_S = 20.0  # a launch waits this long for a worker that is running the probes right now
 RUNNING_STALE_AFTER = timedelta(minutes=2)  # a run a worker took this long ago and never finished was lost
 KEEP = 500  # characters of each input kept with a verdict
 
@@ -198,8 +200,10 @@ def probe_run_now(*, version: RewardVersion, user=None) -> RewardProbeRun:
 
 
 def ensure_probed(version: RewardVersion, *, trigger: str = "launch", user=None) -> ProbeStatus:
-    """The version's status, running its probes first when they have not run for the current suite
-    (unless a worker is on them right now: then they stay pending)."""
+    """The version's status, running its probes first when they have not run for the current suite.
+
+    When a worker is on them right now (a reward saved a moment ago), wait up to WORKER_WAIT_S for it;
+    inside a transaction the worker's result could not be seen, so they stay pending there."""
     sha = function_suite_sha(version.function)
     status = probe_status(version, sha)
     run = status.run
@@ -207,6 +211,11 @@ def ensure_probed(version: RewardVersion, *, trigger: str = "launch", user=None)
         and run.started_at < timezone.now() - RUNNING_STALE_AFTER
     if status.state == "pending" and (run is None or run.state == ProbeRunState.QUEUED or lost):
         _run_now(version, sha, trigger, user)
+        status = probe_status(version, sha)
+    deadline = time.monotonic() + WORKER_WAIT_S
+    in_transaction = connection.in_atomic_block
+    while status.state == "pending" and not in_transaction and time.monotonic() < deadline:
+        time.sleep(0.25)
         status = probe_status(version, sha)
     return status
 
