@@ -64,7 +64,7 @@ def seed_project(project, user, folder: Path) -> Seeded:
     job = Job.objects.create(project=project, name="grpo · tiny · demo-cpu", kind="grpo", state=JobState.SUCCEEDED,
                              preset="demo-cpu", config=config, base_model=model, dataset_version=prompts,
                              created_by=user, last_step=20)
-    run_dir = Path(settings.RUNS_ROOT) / f"job-{job.pk}"
+    run_dir = Path(settings.RUNS_ROOT) / project.slug / f"{job.pk}-seeded"  # the layout claim_run_dir makes
     ckpt_dir = run_dir / "checkpoints" / "global_step_10"
     (ckpt_dir / "model").mkdir(parents=True)
     (ckpt_dir / "model" / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
