@@ -21,6 +21,27 @@
       if (!resp.ok) throw new Error('HTTP ' + resp.status);
       return resp.json();
     },
+    followProgress(box, bar, text, words) {
+      // Poll a queued or running task's status URL (box.dataset.statusUrl), draw its progress bar and
+      // words, and reload the page once it has finished. `words(status, pct)` says what it is doing.
+      if (!box || box.dataset.finished === '1') return;
+      const tick = async () => {
+        try {
+          const s = await window.wb.get(box.dataset.statusUrl);
+          const pct = Math.max(0, Math.min(100, Math.round(s.progress * 100)));
+          if (bar) {
+            bar.querySelector('span').style.width = pct + '%';
+            bar.setAttribute('aria-valuenow', String(pct));
+          }
+          if (text) text.textContent = s.status === 'queued' ? 'Waiting for a worker…' : words(s, pct);
+          if (s.finished) { location.reload(); return; }
+        } catch (err) {
+          if (text) text.textContent = 'Could not read the progress (' + err.message + '); retrying…';
+        }
+        setTimeout(tick, 700);
+      };
+      tick();
+    },
     localTimes(root) {
       // Times are rendered server-side in UTC; show them in the user's own timezone.
       (root || document).querySelectorAll('time[datetime]').forEach((el) => {

@@ -1,23 +1,3 @@
 // Quality tab: follow a queued or running report's progress, then reload to show its sections.
-(function () {
-  const box = document.getElementById('report-status');
-  if (!box || box.dataset.finished === '1') return;
-  const bar = document.getElementById('report-bar');
-  const text = document.getElementById('report-text');
-  async function tick() {
-    try {
-      const s = await window.wb.get(box.dataset.statusUrl);
-      const pct = Math.max(0, Math.min(100, Math.round(s.progress * 100)));
-      if (bar) {
-        bar.querySelector('span').style.width = pct + '%';
-        bar.setAttribute('aria-valuenow', String(pct));
-      }
-      if (text) text.textContent = s.status === 'queued' ? 'Waiting for a worker…' : (s.phase || s.status) + '… ' + pct + '%';
-      if (s.finished) { location.reload(); return; }
-    } catch (err) {
-      if (text) text.textContent = 'Could not read the progress (' + err.message + '); retrying…';
-    }
-    setTimeout(tick, 700);
-  }
-  tick();
-})();
+window.wb.followProgress(document.getElementById('report-status'), document.getElementById('report-bar'),
+  document.getElementById('report-text'), (s, pct) => (s.phase || s.status) + '… ' + pct + '%');
