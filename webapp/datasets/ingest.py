@@ -204,8 +204,9 @@ def duplicate_summary(version_id: int, prefixes, examples: int = 20) -> dict:
     """Exact duplicates (same prompt, responses and ground truth), found from the rows' hash prefixes.
 
     `prefixes` holds the first 64 bits of each row's hash in row order (8 bytes a row, collected while
-    reading); sorting them finds the duplicate groups without a GROUP BY over every row. The
-    examples are then read by their full hash through the (version, row_hash) index.
+    reading); sorting them finds the duplicate groups without a GROUP BY over every row, and the members
+    of the groups shown are found in the same array. Their full hashes and source lines are then read by
+    (version, index), so the table needs no index on the hash (one index less to fill on every import).
     """
     import numpy as np
 
@@ -217,12 +218,17 @@ def duplicate_summary(version_id: int, prefixes, examples: int = 20) -> dict:
     same = ordered[1:] == ordered[:-1]  # position i+1 repeats position i
     starts = np.flatnonzero(same & ~np.concatenate(([False], same[:-1])))  # first pair of each group
     first_indexes = np.sort(order[starts])[:examples]  # stable sort: order[start] is the group's first row
+    groups = [np.flatnonzero(arr == arr[index]).tolist() for index in first_indexes.tolist()]
+    wanted = sorted({index for group in groups for index in group[:10]} | {g[0] for g in groups})
+    rows = DatasetRow.objects.filter(version_id=version_id, index__in=wanted)
+    found, lines = {}, {}
+    for index, row_hash, source_line in rows.values_list("index", "row_hash", "source_line"):
+        found[index], lines[index] = row_hash, source_line
     shown = []
-    for index in first_indexes.tolist():
-        row_hash = DatasetRow.objects.filter(version_id=version_id, index=index).values_list("row_hash", flat=True)[0]
-        rows = list(DatasetRow.objects.filter(version_id=version_id, row_hash=row_hash).order_by("index")
-                    .values_list("index", "source_line"))
-        shown.append({"count": len(rows), "indexes": [r[0] for r in rows[:10]], "lines": [r[1] for r in rows[:10]]})
+    for group in groups:
+        full = found.get(group[0])
+        members = [i for i in group if found.get(i, full) == full]  # a 64-bit prefix match, checked in full
+        shown.append({"count": len(members), "indexes": members[:10], "lines": [lines.get(i, 0) for i in members[:10]]})
     return {"groups": int(starts.size), "rows": int(same.sum()), "examples": shown}
 
 

@@ -115,7 +115,6 @@ class DatasetRow(models.Model):
         indexes = [
             models.Index(fields=["version", "split", "index"]),
             models.Index(fields=["version", "data_source", "index"]),
-            models.Index(fields=["version", "row_hash"]),
         ]
         ordering = ["version", "index"]
 

@@ -132,6 +132,18 @@ def test_exact_duplicates_are_imported_and_reported(project, engineer, write, pa
     assert dups["examples"][0] == {"count": 3, "indexes": [0, 2, 3], "lines": [1, 3, 4]}
 
 
+def test_duplicate_examples_are_checked_by_their_full_hash(project, engineer, write, pairs):
+    """Groups come from 64-bit hash prefixes; a row that only shares the prefix is not shown as a copy."""
+    import numpy as np
+
+    from webapp.datasets.ingest import duplicate_summary
+
+    version = run(project, engineer, write("d.jsonl", [pairs[0], pairs[1], pairs[0]]))
+    colliding = np.array([7, 7, 7], dtype=np.uint64).tobytes()  # rows 0 and 2 are copies, row 1 is not
+    example = duplicate_summary(version.pk, colliding)["examples"][0]
+    assert example == {"count": 2, "indexes": [0, 2], "lines": [1, 3]}
+
+
 def test_mapping_and_new_versions_of_a_dataset(project, engineer, write):
     rows = [{"question": f"{i}+{i}=", "answer": 2 * i} for i in range(1, 21)]
     path = write("qa.csv", "question,answer\n" + "".join(f"{r['question']},{r['answer']}\n" for r in rows))
