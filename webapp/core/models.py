@@ -1,6 +1,8 @@
 """Projects (workspaces), their members and roles, and the audit log."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from django.conf import settings
 from django.db import models
 
@@ -43,6 +45,11 @@ class Project(TimeStampedModel):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def runs_root(self) -> Path:
+        """The folder that holds this project's run directories (`<job id>-<run id>`, see training.rundir)."""
+        return Path(settings.RUNS_ROOT) / self.slug
 
 
 class Membership(TimeStampedModel):

@@ -15,8 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-
 from training.generation import GenerationError, load_generator
 from training.ingest import read_samples, sample_steps
 from training.jobspec import JobSpecError, read_spec
@@ -29,7 +27,7 @@ SAMPLE_MAX_NEW_TOKENS = 128
 
 
 def _runs(project) -> list[tuple[int, RunDir]]:
-    return project_run_dirs(Path(settings.RUNS_ROOT) / project.slug)
+    return project_run_dirs(project.runs_root)
 
 
 def _label(job_id: int, run: RunDir) -> str:

@@ -153,7 +153,7 @@ def own_run_dir(job: Job) -> Path:
     therefore never leads a job into another job's files."""
     if job.run_dir:
         return Path(job.run_dir)
-    run = claim_run_dir(Path(settings.RUNS_ROOT) / job.project.slug, str(job.pk))
+    run = claim_run_dir(job.project.runs_root, str(job.pk))
     if not Job.objects.filter(pk=job.pk, run_dir="").update(run_dir=str(run.path)):
         run.path.rmdir()  # stored meanwhile by another launch: use that one
         job.refresh_from_db(fields=["run_dir"])

@@ -243,7 +243,7 @@ def job_spec(job, resume_from: str | None = None, has_val: bool = True) -> dict[
 
 def run_dir_for(project, job_id: Any) -> Path:
     """Where a job's run directory will be, for previews: the run id in its name is drawn at launch."""
-    return Path(settings.RUNS_ROOT) / project.slug / f"{job_id}-{'x' * 12}"
+    return project.runs_root / f"{job_id}-{'x' * 12}"
 
 
 def dry_run_text(spec: dict[str, Any], run_dir: Path) -> str:
