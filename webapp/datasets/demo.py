@@ -19,15 +19,8 @@ PREFERENCES = "demo-preferences"
 
 
 def _rows() -> tuple[list[dict], list[dict], str]:
-    try:
-        from training import demo as gen
-    except ImportError:  # training/ absent: the same task, generated here
-        pairs = [(a, b) for a in range(6) for b in range(6)]
-        prompts = [{"prompt": f"{a}+{b}=", "ground_truth": str(a + b), "data_source": "demo/arith",
-                    "ability": "math"} for a, b in pairs]
-        prefs = [{"prompt": f"{a}+{b}=", "chosen": str(a + b), "rejected": str((a + b + 1) % 11),
-                  "data_source": "demo/arith"} for a, b in pairs]
-        return prompts, prefs, "generated locally (training.demo not importable)"
+    from training import demo as gen  # here: training.demo imports torch, which pages never need
+
     prompts = [{k: r[k] for k in ("prompt", "ground_truth", "data_source", "ability")} for r in gen.arithmetic_rows()]
     prefs = [{k: r[k] for k in ("prompt", "chosen", "rejected", "data_source")} for r in gen.preference_rows(120)]
     return prompts, prefs, "from training.demo"

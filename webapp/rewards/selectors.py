@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.db.models import Count, QuerySet
 from django.shortcuts import get_object_or_404
 
+from training.reward_templates import list_templates
 from webapp.core.models import Project
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
@@ -58,11 +59,7 @@ def reward_models(*, project: Project):
 
 
 def reward_templates() -> list[dict]:
-    """Starter templates from training.reward_templates ([] when that package is missing)."""
-    try:
-        from training.reward_templates import list_templates
-    except ImportError:
-        return []
+    """Starter templates from training.reward_templates."""
     return list(list_templates())
 
 
