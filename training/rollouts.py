@@ -7,7 +7,9 @@ keys>...}`) plus the keys the run page, the sample browser and re-scoring read:
 - "components": {component: score, or null when it failed}, "errors": {component: message};
 - "extras": {component: {key: value}} the other keys of a reward that returned a dict;
 - "advantage": the GRPO advantage the sample got, "response_length" (tokens), "truncated" (bool);
-- optionally "tokens" (decoded response tokens) and "token_logratio" (policy minus reference log-prob).
+- optionally "tokens" (decoded response tokens) and, one number per token, "token_logratio" (policy minus
+  reference log-prob), "token_entropy" (the policy's entropy) and "token_logprob_diff" (the training pass's
+  log-prob minus the one the rollout sampled the token with).
 
 The local trainer writes them all. VERL's dumps carry what our reward wrapper returned
 (`training.backends.verl_reward`: "r/<component>", "err/<component>", user extras); `normalize` fills
@@ -34,7 +36,8 @@ SCORE_KEY, ERROR_KEY = "r/", "err/"  # VERL dump columns written by training.bac
 VERL_KEYS = {"input", "output", "gts", "score", "step", "acc", "reward_error", "reference_score", "win",
              "request_id", "data_source", "extra_info"}
 STORE_KEYS = {"uid", "sample_index", "components", "errors", "extras", "advantage", "response_length",
-              "truncated", "tokens", "token_logratio", "prompt_length"}
+              "truncated", "tokens", "token_logratio", "token_entropy", "token_logprob_diff", "prompt_length"}
+TOKEN_KEYS = ("tokens", "token_logratio", "token_entropy", "token_logprob_diff")
 EPSILON = 1e-6  # VERL's compute_grpo_outcome_advantage
 
 

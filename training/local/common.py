@@ -11,6 +11,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers import LogitsProcessorList
+
+from training.local.token_stats import ChosenLogprobs
 
 
 def seed_everything(seed: int) -> None:
@@ -89,6 +92,7 @@ class Rollout:
     response_mask: torch.Tensor  # (N, R) float, 1 up to and including the first EOS
     prompt_len: int
     texts: list[str]  # decoded responses, special tokens dropped
+    logprobs: torch.Tensor | None = None  # (N, R) the sampler's log-prob of each response token, when recorded
 
     @property
     def response_len(self) -> int:
@@ -106,8 +110,9 @@ def response_mask_from(resp: torch.Tensor, eos: set[int]) -> torch.Tensor:
 
 @torch.no_grad()
 def rollout(model, tok, prompts: list[str], n: int, max_new_tokens: int, *, greedy: bool = False,
-            temperature: float = 1.0, device: torch.device | None = None) -> Rollout:
-    """Generate `n` responses per prompt (grouped: prompt i owns rows i*n .. i*n+n-1)."""
+            temperature: float = 1.0, device: torch.device | None = None, record_logprobs: bool = False) -> Rollout:
+    """Generate `n` responses per prompt (grouped: prompt i owns rows i*n .. i*n+n-1); `record_logprobs` keeps
+    the log-prob the sampler gave each token (`training.local.token_stats`)."""
     device = device or next(model.parameters()).device
     enc = encode_prompts(tok, prompts, device)
     was_training = model.training
@@ -118,6 +123,9 @@ def rollout(model, tok, prompts: list[str], n: int, max_new_tokens: int, *, gree
         kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)
     else:  # plain sampling, as VERL's rollout engines do by default (no top-k/top-p)
         kwargs.update(do_sample=True, temperature=temperature, top_k=0, top_p=1.0)
+    recorder = ChosenLogprobs(1.0 if greedy else temperature) if record_logprobs else None
+    if recorder is not None:
+        kwargs["logits_processor"] = LogitsProcessorList([recorder])
     out = model.generate(**enc, **kwargs)
     model.train(was_training)
     plen = enc["input_ids"].shape[1]
@@ -126,7 +134,8 @@ def rollout(model, tok, prompts: list[str], n: int, max_new_tokens: int, *, gree
     resp_clean = resp.masked_fill(mask == 0, tok.pad_token_id)
     texts = tok.batch_decode(resp_clean, skip_special_tokens=True)
     attn = torch.cat([enc["attention_mask"].repeat_interleave(n, 0), mask.long()], dim=1)
-    return Rollout(out, attn, mask, plen, texts)
+    logprobs = recorder.finish(out, out.shape[1] - plen) if recorder is not None else None
+    return Rollout(out, attn, mask, plen, texts, logprobs)
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, resp_len: int,

@@ -21,6 +21,7 @@ from training.local.config import Job
 from training.local.data import check_prompt_lengths, read_jsonl
 from training.local.grpo_rows import rollout_rows
 from training.local.loop import Runtime, make_optimizer, optimizer_step
+from training.local.token_stats import probs_diff_metrics
 from training.local.validation import greedy_responses, needs_base_references, reference_texts, validate_generation
 from training.reward_client import RewardRequest, RewardScorer
 
@@ -126,7 +127,7 @@ class GRPOTrainer:
         self.model.eval()
         with self.rt.autocast():
             ro: Rollout = rollout(self.model, self.tok, prompts, hp.group_size, hp.max_response_length,
-                                  temperature=hp.temperature)
+                                  temperature=hp.temperature, record_logprobs=True)
         times["timing_s/gen"] = time.perf_counter() - t
         t = time.perf_counter()
         reqs = [RewardRequest(prompt=prompts[j // hp.group_size], response=text,
@@ -152,12 +153,13 @@ class GRPOTrainer:
         self.model.train()
         sums: dict[str, float] = {}
         chunks = self._chunks(len(scores))
-        policy_logp = []
+        policy_logp, policy_ent = [], []
         for s in chunks:
             with self.rt.autocast():
                 logp, ent = token_logprobs(self.model, ro.input_ids[s], ro.attention_mask[s], rl, hp.temperature,
                                            with_entropy=True)
             policy_logp.append(logp.detach().float())
+            policy_ent.append(ent.detach().float())
             # One update per batch: the rollout policy is the current one, so old = current (ratio 1).
             loss, m = policy_loss(self.cfg, logp, logp.detach(), ref_logp[s], adv[s], mask[s], ent)
             loss.backward()
@@ -168,9 +170,13 @@ class GRPOTrainer:
         metrics = {**sums, **optimizer_step(self, hp), "actor/kl_coef": hp.kl_coef}
         times["timing_s/update_actor"] = time.perf_counter() - t
         lengths = mask.sum(-1)
+        train_logp = torch.cat(policy_logp)
+        if ro.logprobs is not None:
+            metrics.update(probs_diff_metrics(train_logp, ro.logprobs, mask))
         stored = rollout_rows(step=step, prompts=prompts, rows=rows, ro=ro, results=results, names=self.scorer.names,
-                            advantages=adv, logratio=torch.cat(policy_logp) - ref_logp.float(), tok=self.tok,
-                            group_size=hp.group_size, max_response_length=hp.max_response_length)
+                              advantages=adv, logratio=train_logp - ref_logp.float(), tok=self.tok,
+                              group_size=hp.group_size, max_response_length=hp.max_response_length,
+                              entropy=torch.cat(policy_ent), train_logp=train_logp)
         rollouts.write_step(self.job.run_dir, step, stored)
         rollouts.prune(self.job.run_dir, hp.rollout_keep_last, hp.rollout_keep_every, hp.rollout_max_mb)
         plen = ro.attention_mask[:, : ro.prompt_len].sum(-1).float()

@@ -16,8 +16,12 @@ def _r(value: float, digits: int = 4) -> float:
 
 def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout, results: list, names: list[str],
                  advantages: torch.Tensor, logratio: torch.Tensor, tok: Any, group_size: int,
-                 max_response_length: int) -> list[dict[str, Any]]:
-    """Rows for `samples/rollout/<step>.jsonl`: prompt i owns samples i*n .. i*n+n-1 (uid "<step>:<i>")."""
+                 max_response_length: int, entropy: torch.Tensor | None = None,
+                 train_logp: torch.Tensor | None = None) -> list[dict[str, Any]]:
+    """Rows for `samples/rollout/<step>.jsonl`: prompt i owns samples i*n .. i*n+n-1 (uid "<step>:<i>").
+
+    Per token, besides the KL log-ratio: the policy's entropy, and the training pass's log-prob minus the
+    one the rollout sampled the token with (when the rollout recorded it)."""
     mask = ro.response_mask
     resp_ids = ro.input_ids[:, ro.prompt_len:]
     lengths = [int(n) for n in mask.sum(-1).tolist()]
@@ -43,5 +47,16 @@ def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout
             "truncated": length >= max_response_length and (not ids or ids[-1] != tok.eos_token_id),
             "tokens": [text_of[t] for t in ids],
             "token_logratio": [_r(v) for v in logratio[j, :length].tolist()],
+            **_token_extras(j, length, entropy, train_logp, ro.logprobs),
         })
+    return out
+
+
+def _token_extras(j: int, length: int, entropy: torch.Tensor | None, train_logp: torch.Tensor | None,
+                  rollout_logp: torch.Tensor | None) -> dict[str, list[float]]:
+    out = {}
+    if entropy is not None:
+        out["token_entropy"] = [_r(v) for v in entropy[j, :length].tolist()]
+    if train_logp is not None and rollout_logp is not None:
+        out["token_logprob_diff"] = [_r(v) for v in (train_logp[j, :length] - rollout_logp[j, :length]).tolist()]
     return out

@@ -26,7 +26,7 @@ SCAN_BUDGET = 40
 INDEX_CACHE = 64
 TIE_EPS = 1e-9
 PROMPT_HEAD = 200  # characters of each distinct prompt the index keeps, for "prompt contains"
-_TEXT_KEYS = ("output", "tokens", "token_logratio", "reference", "gts")
+_TEXT_KEYS = ("output", "reference", "gts", *rollouts.TOKEN_KEYS)
 
 
 def prompt_key(text: Any) -> str:

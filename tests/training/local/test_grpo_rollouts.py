@@ -69,6 +69,10 @@ def test_logged_total_components_and_rows_match_what_was_optimised(mixed_run, re
             assert (r["components"]["shape"] is None) == ("shape" in r["errors"])
             assert r["output"].strip().endswith("3") == ("shape" in r["errors"])
             assert r["response_length"] == len(r["tokens"]) == len(r["token_logratio"])
+            assert len(r["token_entropy"]) == len(r["token_logprob_diff"]) == r["response_length"]
+            # an entropy is never negative; the sampler and the training pass see the same weights (fp32)
+            assert all(e >= 0 for e in r["token_entropy"]) and max(r["token_entropy"], default=1) > 0
+            assert all(abs(d) < 1e-3 for d in r["token_logprob_diff"])
             assert isinstance(r["truncated"], bool)
         errors_seen += sum("shape" in r["errors"] for r in rows)
         # advantages: group-normalised score, as VERL computes it (unbiased std, epsilon 1e-6)
@@ -82,6 +86,7 @@ def test_logged_total_components_and_rows_match_what_was_optimised(mixed_run, re
             want = (s - s.mean()) / (s.std() + 1e-6)
             assert [r["advantage"] for r in group] == pytest.approx(want.tolist(), abs=1e-5)
         # per-component series: logged by the trainer, and the same when ingest derives them from the dump
+        assert 0 <= m[step]["training/rollout_probs_diff_max"] < 1e-3  # VERL's name, VERL's maths
         n = len(rows)
         exact = [r["components"]["exact_match"] for r in rows]
         assert m[step]["reward/exact_match/mean"] == pytest.approx(sum(exact) / n)
