@@ -1,5 +1,6 @@
 """The notifications page in a browser: an admin adds a signed JSON hook pointing at a loopback receiver, sees
-its secret once and its URL only as its host, sends a test and re-sends it; the receiver gets both, signed."""
+its secret once (in the page only: no cookie holds it, and reloading neither posts again nor shows it) and its URL
+only as its host, sends a test and re-sends it; the receiver gets both, signed."""
 from __future__ import annotations
 
 import hmac
@@ -9,6 +10,8 @@ from hashlib import sha256
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.contrib.messages.storage.cookie import CookieStorage
+from django.test import RequestFactory
 
 from tests.browser.browser_helpers import PASSWORD
 from tests.browser_support import login
@@ -58,6 +61,9 @@ def test_admin_adds_a_hook_tests_it_and_resends(page, live_server, project, admi
     page.get_by_label("Name").fill("ci")
     page.get_by_label("Kind").select_option("json")
     page.get_by_label("URL").fill(f"http://127.0.0.1:{port}/hook?token=s3cret")
+    set_cookies: list[str] = []
+    page.on("response", lambda r: set_cookies.extend(h["value"] for h in r.headers_array()
+                                                      if h["name"].lower() == "set-cookie"))
     page.get_by_role("button", name="Add hook").click()
     page.wait_for_selector("text=Hook ci added")
     hook = Hook.objects.get(project=project)
@@ -65,8 +71,14 @@ def test_admin_adds_a_hook_tests_it_and_resends(page, live_server, project, admi
     row = page.locator("tr", has_text="ci")
     assert row.locator("code").inner_text() == f"http://127.0.0.1:{port}/…"
     assert "s3cret" not in page.content()
-    page.reload()
-    assert hook.secret not in page.content()
+    # in the page only: no response set a cookie holding it, not even inside a signed message
+    for header in set_cookies:
+        value = header.split(";")[0].partition("=")[2].strip('"')
+        messages = CookieStorage(RequestFactory().get("/"))._decode(value) or []
+        assert hook.secret not in header and all(hook.secret not in str(m) for m in messages)
+    page.reload()  # a plain GET: the form is not posted again, and the secret is gone
+    page.wait_for_selector("#hook-added", state="detached")
+    assert hook.secret not in page.content() and Hook.objects.filter(project=project).count() == 1
 
     page.get_by_role("button", name="Send a test").click()
     page.wait_for_selector("text=A test message to ci is on its way")

@@ -2,7 +2,8 @@
 
 `notify(project, event, ...)` logs one Delivery per hook that wants the event and hands each to the
 worker after the transaction commits; `deliver(id)` sends one (webhook or e-mail) and records the
-status, response code and attempt count; the task retries failures with exponential backoff.
+status, response code and attempt count; the task retries failures that may pass with exponential
+backoff (a failure no retry can mend, `transport.PermanentError`, is final at once).
 JSON webhooks carry `X-Workbench-Signature: sha256=<hex HMAC-SHA256 of "<timestamp>." + body>` with the
 hook's secret and `X-Workbench-Timestamp`.
 """
@@ -17,7 +18,8 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
@@ -112,7 +114,7 @@ def deliver(delivery_id: int) -> str:
     try:
         if hook.kind == HookKind.EMAIL:
             to = [e.strip() for e in hook.emails.split(",") if e.strip()]
-            send_mail(f"[{hook.project.name}] {d.payload.get('title', d.event)}",
+            transport.send_email(f"[{hook.project.name}] {d.payload.get('title', d.event)}",
                       f"{d.payload.get('message', '')}\n\n{json.dumps(d.payload.get('job') or {}, indent=2)}\n\n"
                       f"{d.payload.get('url', '')}", settings.DEFAULT_FROM_EMAIL, to)
         else:
@@ -124,7 +126,7 @@ def deliver(delivery_id: int) -> str:
             code = transport.post(hook.url, body, headers, allow_private=settings.NOTIFY_ALLOW_PRIVATE_HOSTS)
             if not 200 <= code < 300:
                 error = f"HTTP {code}"
-    except transport.UnsafeURL as exc:
+    except transport.PermanentError as exc:
         d.status, d.error = DeliveryStatus.FAILED, str(exc)[:500]  # refused: retrying cannot help
         d.save(update_fields=["status", "error", "attempts"])
         return "failed"
@@ -155,8 +157,7 @@ def hook_create(*, project: Project, user, name: str, kind: str, url: str = "", 
     if unknown:
         raise ApplicationError(f"Unknown events {unknown}; choose from {', '.join(EVENTS)}.", field="events")
     if kind == HookKind.EMAIL:
-        if not emails or any("@" not in e for e in emails.split(",")):
-            raise ApplicationError("List one or more e-mail addresses, separated by commas.", field="emails")
+        emails = ", ".join(clean_emails(emails))
         url = ""
     else:
         try:
@@ -169,6 +170,20 @@ def hook_create(*, project: Project, user, name: str, kind: str, url: str = "", 
     audit(actor=user, action="hook.create", project=project, obj=hook, summary=f"Hook {hook.name} ({kind})",
           after={"kind": kind, "url": transport.redact(url) if url else "", "events": events})
     return hook
+
+
+def clean_emails(text: str) -> list[str]:
+    """The comma-separated addresses of an e-mail hook, each one checked (a line break in one would be a header
+    injection, and the mail library refuses to send it at all)."""
+    addresses = [e.strip() for e in text.split(",") if e.strip()]
+    if not addresses:
+        raise ApplicationError("List one or more e-mail addresses, separated by commas.", field="emails")
+    for address in addresses:
+        try:
+            validate_email(address)
+        except ValidationError:
+            raise ApplicationError(f"{address!r} is not an e-mail address.", field="emails") from None
+    return addresses
 
 
 def hook_delete(*, hook: Hook, user) -> None:

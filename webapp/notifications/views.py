@@ -19,20 +19,21 @@ def hooks_page(request, slug):
     access = project_access(request.user, slug, Role.ADMIN)
     project = access.project
     form = HookForm(request.POST or None)
+    added = None
     if request.method == "POST" and form.is_valid():
         try:
-            hook = services.hook_create(project=project, user=request.user, **form.cleaned_data)
+            added = services.hook_create(project=project, user=request.user, **form.cleaned_data)
         except ApplicationError as exc:
             apply_error(form, exc)
         else:
-            note = f" Its signing secret (shown once): {hook.secret}" if hook.secret else ""
-            messages.success(request, f"Hook {hook.name} added.{note}")
-            return redirect("notifications", slug=slug)
+            # Answered here, not redirected: the signing secret is shown once in this page and nowhere else
+            # (a message would carry it in a cookie until the next page read it).
+            form = HookForm()
     hooks = [services.hook_json(h) for h in Hook.objects.filter(project=project)]
     page = Paginator(Delivery.objects.filter(hook__project=project).select_related("hook"), 50).get_page(
         request.GET.get("page"))
     return render(request, "notifications/hooks.html", {"project": project, "access": access, "form": form,
-                                                        "hooks": hooks, "page": page})
+                                                        "hooks": hooks, "page": page, "added": added})
 
 
 @require_POST

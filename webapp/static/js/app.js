@@ -68,6 +68,11 @@
     if (el.hasAttribute('data-autosubmit')) el.form.submit();
     if (el.hasAttribute('data-navigate-on-change')) el.form.requestSubmit();
   });
+  // A page that shows something once (a secret, a sign-up link) answers a POST: make its history entry a plain
+  // GET, so that reloading it or coming back to it does not post the form again.
+  if (document.querySelector('[data-shown-once]') && window.history.replaceState) {
+    window.history.replaceState(null, '', location.href);
+  }
   document.querySelectorAll('[data-json-pretty]').forEach((view) => {
     const src = document.getElementById(view.getAttribute('data-json-pretty'));
     if (src) view.textContent = JSON.stringify(JSON.parse(src.textContent), null, 2);
