@@ -1,6 +1,7 @@
 """The sample browser, driven like a user on a real demo run (the local GRPO trainer's rollout store): open the
 run's samples, pick a prompt and see its responses across steps, diff two steps, open a group whose samples
-all tie, filter by score, and colour a sample's tokens by their KL contribution."""
+all tie, filter by score, and colour a sample's tokens by their KL contribution, entropy, train-vs-rollout
+log-prob difference and advantage."""
 from __future__ import annotations
 
 import pytest
@@ -116,3 +117,20 @@ def test_browse_a_demo_runs_samples_across_steps(page, live_server, engineer, de
         first["token_logratio"])
     assert "rgba(" in (toks.first.get_attribute("style") or "")
     shot(page, "samples-tokens")
+
+    # the same tokens by entropy, by advantage and by train-vs-rollout difference (the local trainer logs all)
+    for label, key in (("Entropy", "token_entropy"), ("Train − rollout", "token_logprob_diff")):
+        body.get_by_role("link", name=label).click()
+        page.wait_for_function(f"document.querySelector('[data-token-legend]')?.dataset.tokenLegend === "
+                               f"'{'entropy' if key == 'token_entropy' else 'mismatch'}'")
+        values = toks.evaluate_all("(els) => els.map((e) => Number(e.dataset.value))")
+        assert values == pytest.approx(first[key], abs=1e-4) and len(values) == len(first["tokens"])
+        assert body.get_by_role("link", name=label).get_attribute("aria-current") == "true"
+    assert all(v >= 0 for v in first["token_entropy"]) and max(first["token_entropy"]) > 0
+    assert all(abs(v) < 1e-3 for v in first["token_logprob_diff"])  # the sampler used the trained weights
+    shot(page, "samples-tokens-mismatch")
+    body.get_by_role("link", name="Advantage").click()
+    page.wait_for_function("document.querySelector('[data-token-legend]')?.dataset.tokenLegend === 'advantage'")
+    values = toks.evaluate_all("(els) => els.map((e) => Number(e.dataset.value))")
+    assert values == pytest.approx([first["advantage"]] * len(first["tokens"]), abs=1e-4)
+    assert "whole response has one colour" in body.locator("[data-token-legend]").inner_text()

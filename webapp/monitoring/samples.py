@@ -26,7 +26,7 @@ SCAN_BUDGET = 40
 INDEX_CACHE = 64
 TIE_EPS = 1e-9
 PROMPT_HEAD = 200  # characters of each distinct prompt the index keeps, for "prompt contains"
-_TEXT_KEYS = ("output", "reference", "gts", *rollouts.TOKEN_KEYS)
+_TEXT_KEYS = ("output", "reference", "gts", "token_advantage", *rollouts.TOKEN_KEYS)
 
 
 def prompt_key(text: Any) -> str:
@@ -273,5 +273,9 @@ def entry_at(run_dir: str, kind: str, step: int, offset: int) -> dict[str, Any] 
         return None
     row = load(run_dir, kind, step, entry)
     raw = ingest.read_sample_at(run_dir, kind, step, offset) or {}
-    row["tokens"], row["token_logratio"] = raw.get("tokens"), raw.get("token_logratio")
+    for key in (*rollouts.TOKEN_KEYS, "token_advantage"):
+        row[key] = raw.get(key)
+    group_adv = [abs(index.entries[i].advantage) for i in index.by_uid.get(entry.uid, [])
+                 if index.entries[i].advantage is not None]
+    row["group_max_advantage"] = max(group_adv, default=None)
     return row

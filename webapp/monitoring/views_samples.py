@@ -2,7 +2,8 @@
 
 One URL, its view chosen by `view`: `step` (a step's samples, filtered), `prompt` (one prompt across
 steps), `group` (the n samples of one prompt at one step), `diff` (a prompt's response at two steps,
-word by word) and `tokens` (one sample's tokens coloured by their KL contribution). `fragment=1` gives
+word by word) and `tokens` (one sample's tokens coloured by `by`: their KL contribution, advantage, entropy or
+train-vs-rollout log-prob difference). `fragment=1` gives
 the HTML fragment the tab swaps in; links and forms work as plain pages without JavaScript.
 """
 from __future__ import annotations
@@ -13,9 +14,11 @@ from django.shortcuts import render
 
 from webapp.monitoring import sample_text
 from webapp.monitoring import samples as sel
+from webapp.monitoring.selectors import values_at_steps
 from webapp.monitoring.views import _job
 
 VIEWS = ("step", "prompt", "group", "diff", "tokens")
+PROBS_DIFF = ("training/rollout_probs_diff_mean", "training/rollout_probs_diff_max")
 
 
 class BadParam(ValueError):
@@ -115,7 +118,8 @@ def samples(request, slug, job_id):
         elif view == "diff":
             ctx.update(_diff(run_dir, kind, request.GET, steps, link))
         elif view == "tokens":
-            ctx.update(_tokens(run_dir, kind, step, _int(request.GET, "offset", 0), link))
+            by = request.GET.get("by") if request.GET.get("by") in sample_text.TOKEN_VIEWS else "kl"
+            ctx.update(_tokens(job, kind, step, _int(request.GET, "offset", 0), by, link))
         ctx["step"] = step
     except BadParam as exc:
         ctx["error"] = str(exc)
@@ -170,9 +174,18 @@ def _diff(run_dir, kind, params, steps, link) -> dict:
                      "prompt_url": link(view="prompt", prompt=key), "sample": index}}
 
 
-def _tokens(run_dir, kind, step, offset, link) -> dict:
-    row = sel.entry_at(run_dir, kind, step, offset)
+def _tokens(job, kind, step, offset, by, link) -> dict:
+    row = sel.entry_at(job.run_dir or "", kind, step, offset)
     if row is None:
         raise BadParam(f"No sample at that place of step {step}.")
     _decorate([row], link)
-    return {"sample": row, "colours": sample_text.token_colours(row.get("tokens"), row.get("token_logratio"))}
+    mismatch = None
+    if by == "mismatch" and kind == "rollout":  # what a backend that logs it only per step says about this step
+        logged = values_at_steps(job, list(PROBS_DIFF), [step]).get(step, {})
+        mismatch = {k.rsplit("_", 1)[-1]: logged[k] for k in PROBS_DIFF if k in logged}
+    views = [{"by": key, "label": label, "current": key == by,
+              "url": link(view="tokens", step=step, offset=offset, by=key)}
+             for key, (label, _) in sample_text.TOKEN_VIEWS.items()]
+    return {"sample": row, "by": by, "token_views": views,
+            "colours": sample_text.token_view(row, by, group_max_advantage=row.get("group_max_advantage"),
+                                              step_mismatch=mismatch)}

@@ -72,3 +72,36 @@ def test_texts_are_escaped_and_other_projects_cannot_read(make_job, viewer, outs
     assert "<h1>Samples" in page and "&lt;b&gt;4&lt;/b&gt;" in page
     r = as_user(outsider).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/samples/", {"fragment": 1})
     assert r.status_code in (403, 404)
+
+
+def test_tokens_view_colours_by_entropy_advantage_and_train_rollout_difference(make_job, viewer, as_user):
+    import json
+    from pathlib import Path
+
+    from tests.webapp.monitoring.conftest import add_points
+    from tests.webapp.monitoring.sample_rows import rollout_row
+
+    job = make_job()
+    local = rollout_row(3, 1, 0, output="the answer is 3", score=0.0, length=4)
+    local.update(token_entropy=[0.25, 1.5, 0.5, 1.0], token_logprob_diff=[0.0, 0.03, -0.2, 0.0], advantage=-0.7071)
+    verl = {"input": "1+1=", "output": "2", "gts": "2", "score": 1.0, "step": 3}  # a VERL dump's row
+    folder = Path(job.run_dir) / "samples" / "rollout"
+    folder.mkdir(parents=True)
+    (folder / "3.jsonl").write_text(json.dumps(local) + "\n" + json.dumps(verl) + "\n")
+    add_points(job, "training/rollout_probs_diff_mean", [0.0004], start_step=3)
+    sel._cache.clear()
+    c = as_user(viewer)
+    entries = sel.step_index(job.run_dir, "rollout", 3).entries
+    by = {}
+    for key in ("kl", "advantage", "entropy", "mismatch"):
+        by[key] = get(c, job, kind="rollout", view="tokens", step=3, offset=entries[0].offset, by=key)
+        assert 'aria-label="Colour the tokens by"' in by[key] and by[key].count('class="mon-tok"') == 4
+    assert 'data-value="1.5"' in by["entropy"] and "less sure the policy was" in by["entropy"]
+    assert by["advantage"].count('data-value="-0.7071"') == 4 and "whole response has one colour" in by["advantage"]
+    assert 'data-value="-0.2"' in by["mismatch"] and "rounding noise stays pale" in by["mismatch"]
+    assert 'data-logratio="0.1"' in by["kl"] and 'aria-current="true">KL contribution' in by["kl"]
+    verl_mis = get(c, job, kind="rollout", view="tokens", step=3, offset=entries[1].offset, by="mismatch")
+    assert "only for the whole step" in verl_mis and "mean 0.0004" in verl_mis and "mon-tok\"" not in verl_mis
+    # an unknown colouring falls back to the KL view, never a 500
+    assert 'aria-current="true">KL contribution' in get(c, job, kind="rollout", view="tokens", step=3,
+                                                        offset=entries[0].offset, by="<script>")

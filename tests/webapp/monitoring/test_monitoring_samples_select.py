@@ -121,3 +121,27 @@ def test_word_diff_and_token_colours():
         "rgba(36,87,214") and col["tokens"][2]["colour"] == "transparent"
     assert "did not log them" in sample_text.token_colours(None, None)["reason"]
     assert "do not line up" in sample_text.token_colours(["a"], [0.1, 0.2])["reason"]
+
+
+def test_token_views_by_advantage_entropy_and_train_rollout_difference():
+    row = {"tokens": ["a", "b", "c"], "token_logratio": [0.1, -0.2, 0.0], "token_entropy": [0.5, 2.0, 1.0],
+           "token_logprob_diff": [0.002, -0.05, 0.0], "advantage": -0.5}
+    ent = sample_text.token_view(row, "entropy")
+    assert [t["value"] for t in ent["tokens"]] == [0.5, 2.0, 1.0] and ent["scale"] == 2.0
+    assert ent["tokens"][1]["colour"] == f"rgba({sample_text.ORANGE},0.85)"
+    # GRPO: one advantage for the whole response, scaled to the largest of its group
+    adv = sample_text.token_view(row, "advantage", group_max_advantage=1.0)
+    assert adv["uniform"] and [t["value"] for t in adv["tokens"]] == [-0.5] * 3
+    assert {t["colour"] for t in adv["tokens"]} == {f"rgba({sample_text.RED},0.42)"}
+    per_token = sample_text.token_view({**row, "token_advantage": [1.0, -2.0, 0.5]}, "advantage")
+    assert not per_token["uniform"] and per_token["tokens"][0]["colour"].startswith(f"rgba({sample_text.GREEN}")
+    # rounding noise in the train-vs-rollout difference stays pale: at least 0.1 is full colour
+    mis = sample_text.token_view(row, "mismatch")
+    assert mis["scale"] == sample_text.MISMATCH_FLOOR and mis["tokens"][1]["colour"] == f"rgba({sample_text.BLUE},0.42)"
+    assert sample_text.token_view(row, "kl") == sample_text.token_colours(row["tokens"], row["token_logratio"])
+    # a VERL dump: no per-token numbers; the step's aggregate is named instead
+    verl = {"output": "4", "advantage": 0.3}
+    assert "did not log it" in sample_text.token_view(verl, "entropy")["reason"]
+    said = sample_text.token_view(verl, "mismatch", step_mismatch={"mean": 0.0012, "max": 0.25})["reason"]
+    assert "only for the whole step" in said and "mean 0.0012, max 0.25" in said
+    assert "did not log them" in sample_text.token_view(verl, "mismatch")["reason"]
