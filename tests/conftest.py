@@ -37,6 +37,25 @@ def _fresh_throttle_counts(settings, request):
 
 
 @pytest.fixture
+def broken_bwrap(monkeypatch, tmp_path):
+    """A host where bubblewrap cannot create its namespaces (as in a container that refuses user namespaces):
+    a `bwrap` first on PATH that fails the way the real one does there. Processes started from here (a
+    Celery worker, the supervisor) inherit the PATH; this process probes again on first use."""
+    from training.sandbox import isolation
+
+    bindir = tmp_path / "broken-bwrap-bin"
+    bindir.mkdir()
+    fake = bindir / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: setting up uid map: Permission denied' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    monkeypatch.delenv(isolation.ALLOW_UNISOLATED, raising=False)
+    isolation.forget_probe()
+    yield fake
+    isolation.forget_probe()
+
+
+@pytest.fixture
 def project(db, django_user_model):
     return Project.objects.create(slug="acme", name="Acme RLHF")
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from webapp.runs.services import workers
+from webapp.core import workers
 
 
 @pytest.fixture

@@ -8,6 +8,9 @@
     with SandboxPool(source, size=pool_size(reward_workers)) as pool:   # the same, over several sandboxes
         results = pool.score_batch(items)
 
+Without a working bubblewrap nothing runs: `start` raises SandboxUnavailable (fail closed; see isolation.py
+for the operator's opt-in). `python -m training.sandbox` says which isolation this host gives.
+
 Pure Python; never imports Django.
 """
 from __future__ import annotations
@@ -16,7 +19,14 @@ from training.sandbox.check import Problem, check_source
 from training.sandbox.isolation import isolation_info
 from training.sandbox.pool import SandboxPool, pool_size
 from training.sandbox.runner import RewardSandbox
-from training.sandbox.types import RewardLoadError, SandboxError, SandboxLimits, ScoreBatch, ScoreResult
+from training.sandbox.types import (
+                                    RewardLoadError,
+                                    SandboxError,
+                                    SandboxLimits,
+                                    SandboxUnavailable,
+                                    ScoreBatch,
+                                    ScoreResult,
+)
 
 __all__ = [
     "Problem",
@@ -25,6 +35,7 @@ __all__ = [
     "SandboxError",
     "SandboxLimits",
     "SandboxPool",
+    "SandboxUnavailable",
     "ScoreBatch",
     "ScoreResult",
     "check_source",

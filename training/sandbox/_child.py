@@ -469,6 +469,10 @@ def main() -> None:
     h.apply_limits()
     if cfg.get("drop_uid") is not None:
         h.drop_privileges()
+    if os.getuid() == 0 or os.geteuid() == 0:  # never load reward code as root, whatever the parent planned
+        _write(out_fd, _dumps({"load_error": "refused: the sandbox would run the reward as root", "traceback": None,
+                               "lineno": None}))
+        os._exit(0)
     if cfg.get("cwd"):
         os.chdir(cfg["cwd"])
     h.start_watchdog()

@@ -1,4 +1,10 @@
-"""How the sandbox process is started: bubblewrap when it works here, rlimits otherwise.
+"""How the sandbox process is started: bubblewrap when it works here; otherwise nothing runs (fail closed).
+
+Without a working bubblewrap (not installed, user namespaces refused: many containers) reward code is
+refused with SandboxUnavailable, which says why and how to fix it. Only an operator who sets
+REWARD_SANDBOX_ALLOW_UNISOLATED=reward-code-can-read-app-data gets the rlimits mode: resource limits, no
+network and a cleaned environment, but the host's files readable with the sandbox's uid. Reward code never
+runs as root in either mode: root drops to uid 65534 before it loads, or it is refused.
 
 bubblewrap mode: no network (own network/IPC/UTS/PID namespaces); an empty root into which only the
 system folders (SYSTEM_DIRS), the interpreter's prefix and the venv are bound read-only, so the app's
@@ -22,10 +28,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from training.sandbox.types import SandboxLimits
+from training.sandbox.types import SandboxLimits, SandboxUnavailable
 
 SANDBOX_UID = 65534
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -50,6 +57,15 @@ CLEAN_ENV = {
     "TOKENIZERS_PARALLELISM": "false",
 }
 MODES = ("bubblewrap", "rlimits")
+# The only way to run reward code without isolation: the variable set to exactly this value.
+ALLOW_UNISOLATED = "REWARD_SANDBOX_ALLOW_UNISOLATED"
+UNISOLATED_CONSENT = "reward-code-can-read-app-data"
+FIX = ("To fix it: install bubblewrap (apt-get install bubblewrap) and let it create user namespaces "
+       "(sysctl kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0; in Docker the sandbox "
+       "settings of docker-compose.yml's worker services); `python -m training.sandbox` checks it. To run reward "
+       f"code without isolation anyway, where it can read this host's files, an operator sets {ALLOW_UNISOLATED}="
+       f"{UNISOLATED_CONSENT}.")
+PROBE_RETRY_S = 60.0  # a failed probe is tried again after this long (a success is kept)
 # What a bubblewrap sandbox sees of the host besides the interpreter and the venv (all read-only).
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 
@@ -176,7 +192,7 @@ def _bwrap_argv(limits: SandboxLimits, hidden: list[str], as_root: bool) -> list
     # An allow-list: an empty root with the system folders, the interpreter and the venv bound in read-only.
     # Whatever else the host has (the app's data folders wherever they live: runs, models, uploads, var/)
     # does not exist in the sandbox.
-    argv = ["bwrap"]
+    argv = [shutil.which("bwrap") or "bwrap"]  # the one the probe ran (the sandbox's PATH is not ours)
     for d in SYSTEM_DIRS:
         if os.path.islink(d):  # merged /usr: /bin -> usr/bin
             argv.extend(["--symlink", os.readlink(d), d])
@@ -244,15 +260,33 @@ def _bwrap_details(limits: SandboxLimits, hidden: list[str], as_root: bool) -> l
     ]
 
 
-def _limits_line(limits: SandboxLimits, nproc_enforced: bool) -> str:
-    nproc = f"{limits.max_procs} processes/threads" + ("" if nproc_enforced else " (NOT enforced: runs as root)")
+def _limits_line(limits: SandboxLimits, nproc_enforced: bool = True) -> str:
+    nproc = f"{limits.max_procs} processes/threads" + ("" if nproc_enforced else " (NOT enforced)")
     return (f"rlimits: memory {limits.memory_mb} MB (RLIMIT_AS), CPU {limits.batch_time_limit_s:g} s per batch, "
             f"files {limits.max_file_mb} MB, {nproc}; {limits.time_limit_s:g} s per call")
 
 
-@functools.lru_cache(maxsize=4)
+_probed: dict[bool, tuple[str | None, float]] = {}
+
+
 def _probe_bwrap(as_root: bool) -> str | None:
-    """Return None when our bwrap recipe runs the interpreter here, else why it does not."""
+    """None when our bwrap recipe runs the interpreter here (bwrap is really run, once), else why not.
+
+    A success is kept for the life of the process; a failure for PROBE_RETRY_S (then it is tried again)."""
+    known = _probed.get(as_root)
+    if known is not None and (known[0] is None or time.monotonic() - known[1] < PROBE_RETRY_S):
+        return known[0]
+    why_not = _run_bwrap_probe(as_root)
+    _probed[as_root] = (why_not, time.monotonic())
+    return why_not
+
+
+def forget_probe() -> None:
+    """Probe again on next use (tests; after an operator fixed the host, a new worker process does it)."""
+    _probed.clear()
+
+
+def _run_bwrap_probe(as_root: bool) -> str | None:
     if shutil.which("bwrap") is None:
         return "bwrap is not installed"
     limits = SandboxLimits()
@@ -262,8 +296,21 @@ def _probe_bwrap(as_root: bool) -> str | None:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bwrap failed to start: {exc}"
     if res.returncode != 0:
-        return "bwrap does not work here: " + res.stderr.decode(errors="replace").strip()[:300]
+        return "bwrap does not work here: " + (res.stderr.decode(errors="replace").strip()[:300]
+                                               or f"exit status {res.returncode}")
     return None
+
+
+def unisolated_allowed() -> bool:
+    """Whether an operator opted in to running reward code without isolation (the exact value only)."""
+    return os.environ.get(ALLOW_UNISOLATED, "") == UNISOLATED_CONSENT
+
+
+def _refuse(reason: str) -> SandboxUnavailable:
+    value = os.environ.get(ALLOW_UNISOLATED, "")
+    if value and value != UNISOLATED_CONSENT:
+        reason += f"; {ALLOW_UNISOLATED} is set to {value[:40]!r}, but only {UNISOLATED_CONSENT!r} opts in"
+    return SandboxUnavailable(reason, FIX)
 
 
 @functools.lru_cache(maxsize=1)
@@ -295,7 +342,10 @@ def _others_can_reach(path: str) -> bool:
 
 def plan(limits: SandboxLimits, extra_hidden: list | tuple = (), mode: str = "auto",
          private_dir: str | None = None) -> Launch:
-    """Decide how to start a sandbox process; `mode` is "auto", "bubblewrap" or "rlimits"."""
+    """Decide how to start a sandbox process; `mode` is "auto", "bubblewrap" or "rlimits".
+
+    Raises SandboxUnavailable when bubblewrap does not work here and no operator opted in to the rlimits
+    mode (whatever `mode` asks for), or when the rlimits mode would run the reward as root."""
     if mode not in ("auto", *MODES):
         raise ValueError(f"isolation must be 'auto', 'bubblewrap' or 'rlimits', not {mode!r}")
     as_root = os.geteuid() == 0
@@ -309,33 +359,45 @@ def plan(limits: SandboxLimits, extra_hidden: list | tuple = (), mode: str = "au
                           None, SANDBOX_UID if as_root else None, "/tmp" if as_root else None, True,
                           _bwrap_details(limits, hidden, as_root), SANDBOX_UID if as_root else None)
         if mode == "bubblewrap":
-            raise RuntimeError(f"isolation='bubblewrap' was requested but {why_not}")
-    prefix = _unshare_net_prefix()
+            raise _refuse(f"isolation='bubblewrap' was requested but {why_not}")
+    if not unisolated_allowed():
+        raise _refuse(why_not or "the rlimits mode isolates nothing and was not allowed")
     drop = as_root and all(_others_can_reach(p) for p in visible_paths(hidden))
+    if as_root and not drop:  # never root: uid 65534 must reach the interpreter, or nothing runs
+        raise SandboxUnavailable(
+            f"the app runs as root and uid {SANDBOX_UID} cannot reach the interpreter or the venv "
+            f"({', '.join(p for p in visible_paths(hidden) if not _others_can_reach(p))[:300]}), so the "
+            "unisolated mode would run reward code as root", "To fix it: make bubblewrap work (see the README's "
+            f"reward sandbox section), run the app as an unprivileged user, or make those folders searchable by "
+            f"others (chmod o+x) so that reward code runs as uid {SANDBOX_UID}.")
+    prefix = _unshare_net_prefix()
     env = dict(CLEAN_ENV)
     if private_dir:
         env["HOME"] = env["TMPDIR"] = private_dir
     details = [
-        "rlimits fallback" + (f" ({why_not})" if why_not else "") + ": no filesystem isolation; "
-        "hidden paths are NOT masked and the whole filesystem is readable with the sandbox's uid",
+        f"NOT ISOLATED: rlimits mode, allowed by {ALLOW_UNISOLATED}" + (f" ({why_not})" if why_not else "") +
+        ": no filesystem isolation; hidden paths are NOT masked and the whole filesystem is readable with the "
+        "sandbox's uid",
         "no network (unshare -n)" if prefix else "network NOT isolated (unshare -n does not work here)",
-        f"runs as uid {SANDBOX_UID}" if drop else ("runs as ROOT (the interpreter is not reachable by "
-                                                    f"uid {SANDBOX_UID})" if as_root else "runs as the caller's uid"),
+        f"runs as uid {SANDBOX_UID}" if drop else f"runs as the app's uid {os.getuid()} (not root)",
         "cleaned environment: " + ", ".join(sorted(CLEAN_ENV)),
-        _limits_line(limits, nproc_enforced=not as_root or drop),
+        _limits_line(limits, nproc_enforced=True),
         "killed with its parent (PR_SET_PDEATHSIG); its own session and process group",
     ]
-    nproc_uid = SANDBOX_UID if drop else (None if as_root else os.getuid())
+    nproc_uid = SANDBOX_UID if drop else os.getuid()
     return Launch("rlimits", [*prefix, *python_argv()], env, private_dir, SANDBOX_UID if drop else None,
                   private_dir if drop else None, False, details, nproc_uid)
 
 
-@functools.lru_cache(maxsize=1)
-def _default_launch() -> Launch:
-    return plan(SandboxLimits())
-
-
 def isolation_info() -> dict:
-    """What the sandbox does on this machine, for the UI: {"mode": ..., "details": [...]}."""
-    launch = _default_launch()
-    return {"mode": launch.mode, "details": list(launch.details)}
+    """What the sandbox does on this host, for pages, the health check and the CLI; never raises.
+
+    {"mode": "bubblewrap" | "rlimits" | "refused", "ok": reward code runs, "isolated": it runs isolated,
+     "details": [...], "reason" and "fix" (when refused)}."""
+    try:
+        launch = plan(SandboxLimits())
+    except SandboxUnavailable as exc:
+        return {"mode": "refused", "ok": False, "isolated": False, "reason": exc.reason, "fix": exc.fix,
+                "details": [f"reward code is NOT run here: {exc.reason}", exc.fix]}
+    return {"mode": launch.mode, "ok": True, "isolated": launch.mode == "bubblewrap", "reason": "", "fix": "",
+            "details": list(launch.details)}

@@ -208,3 +208,13 @@ class RewardLoadError(SandboxError):
         self.lineno = lineno
         self.traceback = traceback
         self.stderr = stderr
+
+
+class SandboxUnavailable(SandboxError):
+    """No isolation works on this host and no operator opted out of it: reward code is not run (fail closed).
+
+    `reason` says what failed, `fix` how to make the sandbox work; str() says both."""
+
+    def __init__(self, reason: str, fix: str) -> None:
+        self.reason, self.fix = reason, fix
+        super().__init__(f"Reward code was not run: the sandbox cannot isolate it on this host ({reason}). {fix}")

@@ -8,14 +8,20 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from training.sandbox import isolation_info
 from webapp.core import services
 from webapp.core.access import project_access, visible_projects
 from webapp.core.forms import MemberForm, ProjectForm, ProjectSettingsForm, apply_error
 from webapp.core.models import AuditLog, Membership, Role
+from webapp.core.workers import live_worker_info
 
 
 def healthz(request):
-    return HttpResponse("ok", content_type="text/plain")
+    """"ok", then which isolation reward code gets here and on each live worker (modes only: no login here)."""
+    lines = ["ok", f"reward sandbox here: {isolation_info()['mode']}"]
+    for w in live_worker_info():
+        lines.append(f"reward sandbox on a worker of {','.join(w['queues']) or 'no queue'}: {w['sandbox']['mode']}")
+    return HttpResponse("\n".join(lines) + "\n", content_type="text/plain")
 
 
 def home(request):

@@ -13,11 +13,11 @@ from webapp.core.api import application_error_response
 from webapp.core.models import Role
 from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
+from webapp.core.workers import worker_online
 from webapp.monitoring import charts, compare, selectors, services
 from webapp.monitoring.models import HumanEvalItem
 from webapp.monitoring.services.stall import stall_status
 from webapp.runs.models import Job
-from webapp.runs.services.workers import worker_online
 
 CHECKPOINT_METRICS = ["critic/score/mean", "actor/kl_loss"]
 

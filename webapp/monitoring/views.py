@@ -14,12 +14,12 @@ from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
+from webapp.core.workers import worker_online
 from webapp.monitoring import selectors, services
 from webapp.monitoring.compare import compare_table, load_jobs
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
 from webapp.monitoring.models import CheckpointExport, HumanEvalTask
 from webapp.runs.models import Job
-from webapp.runs.services.workers import worker_online
 
 
 def _job(request, slug: str, job_id: int, role: str = Role.VIEWER):

@@ -28,6 +28,7 @@ from webapp.core.queue import RUN_REWARD_PROBES, enqueue
 from webapp.core.services import ApplicationError
 from webapp.rewards import samples as sample_lib
 from webapp.rewards.models import ProbeRunState, RewardFunction, RewardProbe, RewardProbeRun, RewardVersion
+from webapp.rewards.sandbox_status import REFUSED, sandbox_refusal
 
 PROBE_TIME_LIMIT_S = 2.0  # per call: a probe that takes longer fails as timed out
 PROBE_BATCH_LIMIT_S = 20.0
@@ -102,7 +103,7 @@ def current_run(version: RewardVersion, sha: str | None = None) -> RewardProbeRu
 
 def probe_status(version: RewardVersion, sha: str | None = None) -> ProbeStatus:
     run = current_run(version, sha)
-    if run is None or run.is_pending:
+    if run is None or run.is_pending or run.isolation == REFUSED:  # refused by the sandbox: it never ran
         return ProbeStatus("pending", run)
     if run.state == ProbeRunState.PASSED:
         return ProbeStatus("passed", run)
@@ -209,7 +210,8 @@ def ensure_probed(version: RewardVersion, *, trigger: str = "launch", user=None)
     run = status.run
     lost = run is not None and run.state == ProbeRunState.RUNNING and run.started_at is not None \
         and run.started_at < timezone.now() - RUNNING_STALE_AFTER
-    if status.state == "pending" and (run is None or run.state == ProbeRunState.QUEUED or lost):
+    refused = run is not None and run.isolation == REFUSED and not run.is_pending
+    if status.state == "pending" and (run is None or run.state == ProbeRunState.QUEUED or lost or refused):
         _run_now(version, sha, trigger, user)
         status = probe_status(version, sha)
     deadline = time.monotonic() + WORKER_WAIT_S
@@ -229,13 +231,18 @@ def probe_gate(versions: list[RewardVersion], *, user=None) -> tuple[list[str], 
 
     Probes that have not run yet are run now (the launch waits for them)."""
     errors, warnings, seen = [], [], set()
+    refusal = sandbox_refusal() if versions else ""
+    if refusal:  # fail closed: no probe, and no training, runs reward code without isolation
+        return [refusal], warnings
     for version in versions:
         if version.pk in seen:
             continue
         seen.add(version.pk)
         status = ensure_probed(version, user=user)
         label = f"{version.function.name} v{version.number}"
-        if status.state == "pending":
+        if status.state == "pending" and status.run is not None and status.run.isolation == REFUSED:
+            errors.append(f"{label}: {status.run.error}")
+        elif status.state == "pending":
             errors.append(f"{label}: probes pending (a worker is running them now); launch again in a few seconds.")
         elif status.state == "failed":
             n = status.run.failed_count

@@ -30,6 +30,7 @@ from webapp.datasets.models import DatasetRow, VersionStatus
 from webapp.rewards import samples as sample_lib
 from webapp.rewards.analysis import normalize_source, pair_summary, source_sha256, summarize
 from webapp.rewards.models import RewardFunction, RewardTestRun, RewardTestRunState, RewardVersion
+from webapp.rewards.sandbox_status import REFUSED
 from webapp.rewards.services import SOURCE_MAX_CHARS, _check_entry_point
 
 # A test-run is interactive: it gets the per-call limit of training but a shorter batch limit.
@@ -70,16 +71,6 @@ def outermost_paths(paths) -> list[str]:
     return out
 
 
-def isolation_summary() -> dict:
-    """Which isolation the sandbox uses on this host ({"mode", "details"}); never raises."""
-    try:
-        from training.sandbox import isolation_info
-
-        return isolation_info()
-    except Exception as exc:  # noqa: BLE001 - shown in the UI, not fatal for the page
-        return {"mode": "unavailable", "details": [f"the sandbox cannot start here: {exc}"]}
-
-
 @dataclass
 class Scored:
     mode: str
@@ -112,7 +103,7 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
 
     `on_progress(done)` is called every PROGRESS_EVERY_S while results come in; `limits` (a SandboxLimits)
     replaces the test-run limits (probes use shorter ones)."""
-    from training.sandbox import RewardLoadError, SandboxError, SandboxPool
+    from training.sandbox import RewardLoadError, SandboxError, SandboxPool, SandboxUnavailable
 
     out = Scored(mode=mode)
     started = time.perf_counter()
@@ -132,6 +123,9 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
     except RewardLoadError as exc:
         out.error, out.error_lineno = f"The reward could not be loaded: {exc.message}", exc.lineno
         out.error_traceback = (exc.traceback or exc.stderr or "")[-TRACEBACK_KEEP:]
+        scored = []
+    except SandboxUnavailable as exc:  # fail closed: no isolation here, so the reward did not run
+        out.error, out.isolation = str(exc), REFUSED
         scored = []
     except SandboxError as exc:
         out.error = f"The sandbox failed: {exc}"

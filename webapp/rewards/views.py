@@ -15,6 +15,7 @@ from webapp.rewards import scoring, selectors, services
 from webapp.rewards.analysis import diff_lines, diff_stats
 from webapp.rewards.forms import RewardFunctionForm, RewardTestRunForm, RewardVersionForm
 from webapp.rewards.probe_views import probe_context
+from webapp.rewards.sandbox_status import isolation_summary
 
 
 @require_GET
@@ -51,7 +52,7 @@ def reward_create(request, slug):
     return render(request, "rewards/create.html", {
         "project": access.project, "access": access, "form": form, "templates": templates,
         "chosen_template": chosen, "error_lines": [error_line] if error_line else [],
-        "isolation": scoring.isolation_summary(),
+        "isolation": isolation_summary(),
     })
 
 
@@ -94,7 +95,7 @@ def reward_detail(request, slug, pk):
         "test_form": test_form, "run": run, "error_lines": error_lines,
         "test_source": request.GET.get("source") if request.GET.get("source") in ("rollouts", "model") else "",
         "test_runs": selectors.reward_test_runs(function=function, limit=10),
-        "isolation": scoring.isolation_summary(), "templates": selectors.reward_templates(),
+        "isolation": isolation_summary(), "templates": selectors.reward_templates(),
         "api_test_run_url": reverse("rewards-api:test-run", kwargs={"slug": slug, "pk": function.pk}),
         "api_check_url": reverse("rewards-api:check", kwargs={"slug": slug}),
         **probe_context(access=access, function=function, shown=shown, versions=versions),

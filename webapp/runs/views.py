@@ -17,6 +17,7 @@ from webapp.core.access import project_access
 from webapp.core.forms import apply_error
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.core.workers import worker_online
 from webapp.registry import services as registry
 from webapp.rewards.forms import RewardSpecForm
 from webapp.runs import selectors
@@ -33,7 +34,6 @@ from webapp.runs.forms import (
 from webapp.runs.models import Job, JobState
 from webapp.runs.services import checkpoint_models, launch
 from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for
-from webapp.runs.services.workers import worker_online
 
 
 def _job_or_404(access, pk: int) -> Job:

@@ -12,10 +12,10 @@ from webapp.core.access import project_access
 from webapp.core.forms import apply_error
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.core.workers import worker_online
 from webapp.rewards.models import RewardVersion
 from webapp.runs import selectors
 from webapp.runs.services import rescore as service
-from webapp.runs.services.workers import worker_online
 
 AUTO = "__auto__"
 

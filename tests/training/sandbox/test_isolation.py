@@ -1,4 +1,4 @@
-"""How sandboxes are started: the bubblewrap recipe, the rlimits fallback, and what the UI is told."""
+"""How sandboxes are started: the bubblewrap recipe, and what the UI is told (fail closed: test_fail_closed.py)."""
 from __future__ import annotations
 
 import os
@@ -7,23 +7,7 @@ import sys
 import pytest
 
 from training.sandbox import RewardSandbox, SandboxLimits, isolation
-from training.sandbox.types import SandboxError
-
-PROBE = '''
-import os, socket
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
-    if solution_str == "alloc":
-        bytearray(10 << 30)
-    if solution_str == "loop":
-        while True:
-            pass
-    try:
-        socket.create_connection(("127.0.0.1", 6379), timeout=1).close()
-        net = "open"
-    except OSError as exc:
-        net = type(exc).__name__
-    return {"score": 1.0, "net": net, "env": sorted(os.environ), "uid": os.getuid()}
-'''
+from training.sandbox.types import SandboxError, SandboxUnavailable
 
 
 def test_the_interpreter_and_venv_stay_visible_and_the_app_is_hidden():
@@ -51,44 +35,39 @@ def test_the_bwrap_command_binds_only_the_system_and_the_venv_and_drops_everythi
     assert user[user.index("--uid") + 1] == "65534" and "--disable-userns" in user
 
 
-def test_without_bwrap_it_falls_back_to_rlimits_and_says_so(monkeypatch):
+def test_without_bwrap_nothing_runs_unless_an_operator_opts_in(monkeypatch):
     monkeypatch.setattr(isolation.shutil, "which", lambda name: None if name == "bwrap" else "/usr/bin/" + name)
-    isolation._probe_bwrap.cache_clear()
+    monkeypatch.delenv(isolation.ALLOW_UNISOLATED, raising=False)
+    isolation.forget_probe()
     try:
-        launch = isolation.plan(SandboxLimits())
-        assert launch.mode == "rlimits"
-        assert "bwrap is not installed" in launch.details[0] and "NOT masked" in launch.details[0]
-        with pytest.raises(RuntimeError, match="bubblewrap' was requested but bwrap is not installed"):
+        with pytest.raises(SandboxUnavailable, match="bwrap is not installed") as refused:
+            isolation.plan(SandboxLimits())
+        assert "apt-get install bubblewrap" in str(refused.value) and isolation.UNISOLATED_CONSENT in str(refused.value)
+        with pytest.raises(SandboxUnavailable, match="bubblewrap' was requested but bwrap is not installed"):
             isolation.plan(SandboxLimits(), mode="bubblewrap")
+        with pytest.raises(SandboxUnavailable):  # asking for rlimits by name is no way round it
+            isolation.plan(SandboxLimits(), mode="rlimits")
+        monkeypatch.setenv(isolation.ALLOW_UNISOLATED, isolation.UNISOLATED_CONSENT)
+        monkeypatch.setattr(isolation, "_others_can_reach", lambda path: True)
+        launch = isolation.plan(SandboxLimits())
+        assert launch.mode == "rlimits" and launch.details[0].startswith("NOT ISOLATED")
+        assert "bwrap is not installed" in launch.details[0] and "NOT masked" in launch.details[0]
     finally:
-        isolation._probe_bwrap.cache_clear()
+        isolation.forget_probe()
     with pytest.raises(ValueError, match="isolation must be"):
         isolation.plan(SandboxLimits(), mode="docker")
 
 
-def test_the_rlimits_fallback_still_limits_memory_time_and_environment(monkeypatch):
-    monkeypatch.setenv("SECRET_KEY", "leak-me-not")
-    limits = SandboxLimits(time_limit_s=1.0, memory_mb=512)
-    with RewardSandbox(PROBE, limits=limits, isolation="rlimits") as sb:
-        assert sb.mode == "rlimits"
-        ok, alloc, loop, after = sb.score_batch([{"solution_str": s} for s in ("ok", "alloc", "loop", "ok")])
-    assert ok.score == 1.0 and "SECRET_KEY" not in ok.extra["env"] and "HOME" in ok.extra["env"]
-    if isolation._unshare_net_prefix():
-        assert ok.extra["net"] != "open"
-    assert alloc.error.startswith("MemoryError")
-    assert loop.error == "timed out after 1 s (time_limit_s)"
-    assert after.score == 1.0
-
-
 def test_isolation_info_matches_what_a_sandbox_uses():
     info = isolation.isolation_info()
-    assert info["mode"] in isolation.MODES and info["details"]
+    assert info["mode"] in isolation.MODES and info["details"] and info["ok"]
     with RewardSandbox("def compute_score(**kw):\n    return 1.0\n") as sb:
         assert sb.mode == info["mode"]
 
 
 def test_requesting_bubblewrap_where_it_is_missing_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(isolation, "_probe_bwrap", lambda as_root: "bwrap is not installed")
+    monkeypatch.setenv(isolation.ALLOW_UNISOLATED, isolation.UNISOLATED_CONSENT)  # not even with the opt-in
     with pytest.raises((RuntimeError, SandboxError), match="bwrap is not installed"):
         RewardSandbox("def compute_score(**kw):\n    return 1.0\n", isolation="bubblewrap").start()
 

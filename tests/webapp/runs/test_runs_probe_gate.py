@@ -1,6 +1,8 @@
 """The launch planner refuses reward versions whose probes fail (or are pending) until an engineer overrides."""
 from __future__ import annotations
 
+import os
+
 import pytest
 from django.utils import timezone
 
@@ -55,3 +57,36 @@ def test_pending_probes_on_a_worker_refuse_with_a_clear_message(project, enginee
     with pytest.raises(JobValidationError) as exc:
         _create(project, engineer, prompts_version, tiny_model, reward_fn.latest_version)
     assert "probes pending" in exc.value.errors["reward_spec"]
+
+
+def test_without_a_working_sandbox_the_launch_is_refused_even_with_overridden_probes(
+        broken_bwrap, monkeypatch, project, engineer, prompts_version, tiny_model, no_enqueue):
+    from training.sandbox import isolation
+
+    broken_path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin:/bin")  # first, with a working bubblewrap: probes fail,
+    isolation.forget_probe()                                     # and an engineer overrides them
+    fn = reward_function_create(project=project, user=engineer, name="always", source=ALWAYS_ONE)
+    version = fn.latest_version
+    assert probes.probe_run_now(version=version, user=engineer).failed_count == 7
+    probes.probe_override(version=version, user=engineer, reason="a constant reward for a KL smoke test")
+    monkeypatch.setenv("PATH", broken_path)  # then bubblewrap stops working on this host
+    isolation.forget_probe()
+    with pytest.raises(JobValidationError) as exc:
+        _create(project, engineer, prompts_version, tiny_model, version)
+    message = exc.value.errors["reward_spec"]
+    assert message.startswith("Reward code cannot run here: bwrap does not work here: bwrap: setting up uid map")
+    assert "apt-get install bubblewrap" in message and Job.objects.count() == 0 and no_enqueue == []
+
+
+def test_probes_the_sandbox_refused_run_again_once_it_works(broken_bwrap, monkeypatch, project, engineer,
+                                                           prompts_version, tiny_model, reward_fn, no_enqueue):
+    from training.sandbox import isolation
+
+    version = reward_fn.latest_version
+    refused = probes.probe_run_now(version=version, user=engineer)
+    assert refused.isolation == "refused" and probes.probe_status(version).state == "pending"  # not "failed"
+    monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin:/bin")  # bubblewrap works again
+    isolation.forget_probe()
+    job = _create(project, engineer, prompts_version, tiny_model, version)
+    assert job.pk and probes.probe_status(version).state == "passed"

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.runs.services import job_create, workers
+from webapp.core import workers
+from webapp.runs.services import job_create
 
 pytestmark = pytest.mark.django_db
 

@@ -1,10 +1,12 @@
-"""Is any Celery worker consuming? Workers touch a heartbeat file (jobs/heartbeat.py); pages read mtimes.
+"""Is any Celery worker consuming, and which reward sandbox does it have? Workers touch a heartbeat file
+(jobs/heartbeat.py) that says their queues and their sandbox's isolation; pages read the files.
 
 A stat of a few files per page view: no broker round trip (a `celery inspect ping` would block the
 request for its timeout exactly when no worker answers).
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -43,3 +45,19 @@ def live_workers(now: float | None = None) -> list[str]:
 
 def worker_online() -> bool:
     return bool(live_workers())
+
+
+def live_worker_info(now: float | None = None) -> list[dict]:
+    """The fresh heartbeats: {"name", "queues", "sandbox": {"mode", "ok", "reason"}}, by name."""
+    out = []
+    for name in live_workers(now):
+        try:
+            info = json.loads((heartbeat_dir() / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(info, dict):
+            sandbox = info.get("sandbox") if isinstance(info.get("sandbox"), dict) else {}
+            out.append({"name": name, "queues": list(info.get("queues") or []),
+                        "sandbox": {"mode": str(sandbox.get("mode") or "unknown"), "ok": bool(sandbox.get("ok")),
+                                    "reason": str(sandbox.get("reason") or "")}})
+    return out
