@@ -60,6 +60,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.core.middleware.LoginRequiredMiddleware",
     "webapp.core.middleware.OutOfRangeMiddleware",
+    "webapp.core.middleware.JSONBodyMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"

@@ -17,3 +17,9 @@ urlpatterns = [
     path("api/", include("webapp.core.api_urls")),
     path("", include("webapp.core.urls")),
 ]
+
+# The app's styled error pages (with the navigation) and JSON errors for the API: webapp/core/errors.py
+handler400 = "webapp.core.errors.bad_request"
+handler403 = "webapp.core.errors.permission_denied"
+handler404 = "webapp.core.errors.page_not_found"
+handler500 = "webapp.core.errors.server_error"

@@ -1,7 +1,6 @@
 """Dataset API: list and upload, import status and mapping, versions, keyset rows, export."""
 from __future__ import annotations
 
-import orjson
 from django.http import HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
@@ -12,6 +11,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core import jsonsafe
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
@@ -80,12 +80,12 @@ class ColumnMapField(serializers.Field):
         text = str(data or "").strip()
         try:
             if text.startswith("{"):
-                value = orjson.loads(text)
+                value = jsonsafe.loads(text)
                 if not isinstance(value, dict):
                     raise ValueError("The column mapping must be an object.")
                 return value
             return parse_column_map(text)
-        except (ValueError, orjson.JSONDecodeError) as exc:
+        except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
     def to_representation(self, value):

@@ -8,6 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core import jsonsafe
 from webapp.core.access import project_access
 from webapp.core.api import application_error_response
 from webapp.core.models import Role
@@ -34,7 +35,7 @@ def arena_dict(arena: Arena, *, results: bool = False) -> dict:
 class ArenaCreateSerializer(serializers.Serializer):
     side_a = serializers.CharField(help_text="ckpt:<checkpoint id> or model:<registered model id>")
     side_b = serializers.CharField()
-    prompts = serializers.ListField(child=serializers.JSONField(), required=False, default=list,
+    prompts = serializers.ListField(child=jsonsafe.JSONField(), required=False, default=list,
                                     help_text="strings or message lists; or give dataset_version")
     dataset_version = serializers.IntegerField(required=False)
     split = serializers.ChoiceField(choices=["val", "train", "all"], required=False, default="val")

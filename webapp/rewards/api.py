@@ -9,6 +9,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core import jsonsafe
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
@@ -99,7 +100,7 @@ class RewardTestRunInputSerializer(serializers.Serializer):
     split = serializers.ChoiceField(choices=["", "train", "val"], required=False, default="")
     limit = serializers.IntegerField(required=False, min_value=1, max_value=MAX_SAMPLES, allow_null=True,
                                      default=None)
-    responses = serializers.JSONField(required=False, default=None,
+    responses = jsonsafe.JSONField(required=False, default=None,
                                       help_text="Text (one response per line) or a JSON list of strings/objects.")
     rollout_run = serializers.IntegerField(required=False, allow_null=True, default=None,
                                            help_text="Score the stored rollouts of this job (samples/rollout).")

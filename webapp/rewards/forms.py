@@ -6,6 +6,7 @@ from typing import Any
 from django import forms
 
 from training.reward_mix import SHAPING_LABELS, SHAPINGS
+from webapp.core import jsonsafe
 from webapp.rewards import selectors
 from webapp.rewards.samples import MAX_SAMPLES
 
@@ -194,7 +195,7 @@ class ProbeForm(forms.Form):
                                    label="Response (solution_str)")
     ground_truth = forms.CharField(required=False, strip=False, label="Ground truth")
     data_source = forms.CharField(max_length=200, required=False, label="data_source")
-    extra_info = forms.JSONField(required=False, label="extra_info (JSON object)",
+    extra_info = jsonsafe.FormJSONField(required=False, label="extra_info (JSON object)",
                                  widget=forms.TextInput(attrs={"placeholder": "{}"}))
     prompt = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), required=False,
                              label="Prompt (optional; the built-in echo probe repeats the first probe's)")

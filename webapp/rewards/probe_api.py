@@ -6,6 +6,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core import jsonsafe
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
@@ -24,9 +25,9 @@ class ProbeSerializer(serializers.ModelSerializer):
 class ProbeInputSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100)
     solution_str = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    ground_truth = serializers.JSONField(required=False, default="")
+    ground_truth = jsonsafe.JSONField(required=False, default="")
     data_source = serializers.CharField(required=False, allow_blank=True, default="")
-    extra_info = serializers.JSONField(required=False, default=dict)
+    extra_info = jsonsafe.JSONField(required=False, default=dict)
     prompt = serializers.CharField(required=False, allow_blank=True, default="")
     lo = serializers.FloatField(required=False, allow_null=True, default=None)
     hi = serializers.FloatField(required=False, allow_null=True, default=None)

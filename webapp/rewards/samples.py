@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from webapp.core import jsonsafe
+
 MAX_SAMPLES = 1000  # per test-run (a preference row counts once but is scored twice)
 MAX_RESPONSES_CHARS = 2_000_000
 KEEP_CHARS = 2000  # of each text shown in a stored result
@@ -49,6 +51,7 @@ def parse_responses(text: str) -> list[dict[str, Any]]:
     if not stripped:
         raise SampleError("Paste at least one response (one per line, or a JSON list).")
     if stripped.startswith("["):
+        _refuse_deep(stripped)
         try:
             data = json.loads(stripped)
         except json.JSONDecodeError as exc:
@@ -62,6 +65,7 @@ def parse_responses(text: str) -> list[dict[str, Any]]:
         if all(line.lstrip().startswith("{") for _, line in lines):
             out = []
             for n, line in lines:
+                _refuse_deep(line, f"Line {n}")
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as exc:
@@ -74,6 +78,11 @@ def parse_responses(text: str) -> list[dict[str, Any]]:
     if len(out) > MAX_SAMPLES:
         raise SampleError(f"At most {MAX_SAMPLES} responses per test-run (you pasted {len(out)}).")
     return out
+
+
+def _refuse_deep(text: str, what: str = "The pasted JSON") -> None:
+    if jsonsafe.too_deep(text):
+        raise SampleError(f"{what} is nested deeper than {jsonsafe.MAX_DEPTH} levels.")
 
 
 def _response(el: Any, where: str) -> dict[str, Any]:

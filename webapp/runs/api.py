@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 from training import jobconfig as cfg
 from training.presets import DEFAULT_PRESET
 from training.reward_mix import SHAPINGS
+from webapp.core import jsonsafe
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
@@ -68,7 +69,7 @@ class JobCreateSerializer(serializers.Serializer):
     teacher = serializers.CharField(required=False, allow_blank=True, help_text="Distillation teacher name or id.")
     reward = serializers.ListField(child=serializers.CharField(), required=False,
                                    help_text="Reward function NAME[:VERSION] or reward model names (weight 1).")
-    reward_spec = serializers.JSONField(required=False, help_text='{"shaping", "components": [...]} (wins over reward)')
+    reward_spec = jsonsafe.JSONField(required=False, help_text='{"shaping", "components": [...]} (wins over reward)')
     shaping = serializers.ChoiceField(choices=SHAPINGS, required=False)
     set = serializers.DictField(required=False, default=dict, help_text="Setting overrides, e.g. {\"lr\": 1e-5}.")
     dry_run = serializers.BooleanField(default=False)

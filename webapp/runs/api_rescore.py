@@ -7,6 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from webapp.core import jsonsafe
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
@@ -41,7 +42,7 @@ class RescoreSampleSerializer(serializers.ModelSerializer):
 
 class RescoreCreateSerializer(serializers.Serializer):
     version = serializers.IntegerField()
-    steps = serializers.JSONField(required=False, default=None)  # [3, 5] or "3, 5-8"; absent = every stored step
+    steps = jsonsafe.JSONField(required=False, default=None)  # [3, 5] or "3, 5-8"; absent = every stored step
     component = serializers.CharField(required=False, allow_blank=True, allow_null=True, default=None)
 
 
