@@ -137,3 +137,19 @@ def zero_signal_dry_run(run_id: int) -> None:
     from webapp.runs.services.zero_signal import dry_run_execute
 
     dry_run_execute(run_id=run_id)
+
+
+@shared_task(name=queue.BUILD_BUNDLE)
+def build_bundle(bundle_id: int) -> None:
+    """Zip a run's diagnostic bundle (secrets scrubbed); a redelivery does nothing."""
+    from webapp.monitoring.services.bundle import bundle_run
+
+    bundle_run(bundle_id=bundle_id)
+
+
+@shared_task(name=queue.CAPTURE_STACKS)
+def capture_stacks(job_id: int, attempt: int) -> None:
+    """Stack dump of a stalled attempt, on the host that launched it (the job's queue)."""
+    from webapp.monitoring.services.stacks import capture_run
+
+    capture_run(job_id=job_id, attempt_number=attempt)

@@ -38,6 +38,8 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("  LOST", "created when the web app gave the attempt up (stale heartbeat): the supervisor stops the group"),
     ("  KILLED", '{"time", "host", "pids"}: nothing of the attempt runs on that host any more (kill_attempt)'),
     ("  exit.json", 'written by the supervisor at the end: {"returncode": int, "cancelled": bool, "ended_at": unix}'),
+    ("  stacks/<unix>.txt", "stack dumps of the attempt's processes, taken when a stall is detected"),
+    ("", "(training.diagnostics: py-spy, or faulthandler-<pid>.txt where the trainer registered one)"),
     ("checkpoints/", "one global_step_N/ folder per save (training.checkpoints)"),
     ("  latest_checkpointed_iteration.txt", '"N", rewritten after every successful save (as VERL does)'),
     ("  protected.json", "steps the web app forbids the trainer to delete (a JSON list)"),
@@ -46,6 +48,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("samples/val/<step>.jsonl", 'validation samples: {"input", "output", "gts", "score", "step", "reference", ...}'),
     ("samples/rollout/<step>.jsonl", "rollout store: each step's samples (training/rollouts.py), pruned by retention"),
     ("export/", "HF exports of checkpoints"),
+    ("diagnostics/<id>.zip", "diagnostic bundles (webapp/monitoring/services/bundle.py), secrets scrubbed"),
     ("human_evals/<id>/", "a scheduled human evaluation: prompts.jsonl (held out), pairs.jsonl (training.pairgen)"),
     ("judges/<id>/", "an automatic judge: pairs.jsonl, judge.json, result.json (training.judges), log.txt"),
 )
@@ -189,6 +192,10 @@ class AttemptDir:
     def killed(self) -> Path:
         return self.path / "KILLED"
 
+    @property
+    def stacks(self) -> Path:
+        return self.path / "stacks"
+
     def create(self) -> AttemptDir:
         self.path.mkdir(parents=True, exist_ok=True)
         return self
@@ -245,6 +252,10 @@ class RunDir:
     @property
     def export(self) -> Path:
         return self.path / "export"
+
+    @property
+    def diagnostics(self) -> Path:
+        return self.path / "diagnostics"
 
     def human_eval(self, task_id: int) -> Path:
         return self.path / "human_evals" / str(int(task_id))

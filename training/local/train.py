@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from training.diagnostics import register_faulthandler
 from training.local.common import MetricsLogger, seed_everything, set_threads
 from training.local.config import Job, JobError, load_job
 from training.reward_client import RewardConfigError, RewardScorer
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Run a local training job from a run directory.")
     ap.add_argument("--run-dir", required=True, help="folder with job.json (see docs/run-directory.md)")
     args = ap.parse_args(argv)
+    register_faulthandler()  # a stack dump on SIGUSR2 when a stall is detected and py-spy is missing
     try:
         run_job(args.run_dir)
     except (JobError, RewardConfigError, FileNotFoundError) as exc:

@@ -22,6 +22,8 @@ RUN_JUDGE = "jobs.tasks.run_judge"
 PREPARE_HUMAN_EVAL = "jobs.tasks.prepare_human_eval"
 RESCORE_RUN = "jobs.tasks.rescore_run"
 ZERO_SIGNAL = "jobs.tasks.zero_signal_dry_run"
+BUILD_BUNDLE = "jobs.tasks.build_bundle"
+CAPTURE_STACKS = "jobs.tasks.capture_stacks"
 
 
 def enqueue(task: str, *args: int, queue: str = "cpu", countdown: float | None = None) -> None:

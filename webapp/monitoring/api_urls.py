@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.monitoring import api, api_arena, api_judges
+from webapp.monitoring import api, api_arena, api_bundle, api_judges
 
 urlpatterns = [
     path("jobs/<int:job_id>/metrics/", api.MetricsApi.as_view(), name="api-monitor-metrics"),
@@ -13,6 +13,10 @@ urlpatterns = [
          name="api-monitor-evaluate"),
     path("jobs/<int:job_id>/guard-rules/", api.GuardRulesApi.as_view(), name="api-monitor-guard-rules"),
     path("jobs/<int:job_id>/rollback/", api.RollbackApi.as_view(), name="api-monitor-rollback"),
+    path("jobs/<int:job_id>/bundles/", api_bundle.BundleListApi.as_view(), name="api-monitor-bundles"),
+    path("jobs/<int:job_id>/bundles/<int:bundle_id>/", api_bundle.BundleApi.as_view(), name="api-monitor-bundle"),
+    path("jobs/<int:job_id>/bundles/<int:bundle_id>/download/", api_bundle.BundleDownloadApi.as_view(),
+         name="api-monitor-bundle-download"),
     path("compare/", api.CompareApi.as_view(), name="api-monitor-compare"),
     path("human-evals/<int:task_id>/verdicts/", api.VerdictApi.as_view(), name="api-monitor-verdict"),
     path("human-evals/<int:pk>/judges/", api_judges.HumanEvalJudgesApi.as_view(), name="api-monitor-human-eval-judges"),

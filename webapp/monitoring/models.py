@@ -335,3 +335,21 @@ class ArenaJudgement(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reviewer_id} on pair {self.pair_id}: {self.choice}"
+
+
+class DiagnosticBundle(CheckpointWork):
+    """A run's diagnostic zip (spec, configs, versions, logs, metrics, guard history, samples, reward code, data
+    fingerprints, stack dumps; secrets scrubbed), built on a worker: a long run's logs and samples are large."""
+
+    job = models.ForeignKey("runs.Job", on_delete=models.CASCADE, related_name="diagnostic_bundles")
+    sample_steps = models.PositiveIntegerField(default=5)  # the last N steps' rollout samples go in
+    path = models.CharField(max_length=500, blank=True)  # the zip, once built
+    size_bytes = models.BigIntegerField(default=0)
+    files = models.JSONField(default=list, blank=True)  # [{"name", "bytes"}] what went in
+    left_out = models.JSONField(default=list, blank=True)  # [{"name", "why"}] what the bounds kept out
+
+    class Meta(CheckpointWork.Meta):
+        pass
+
+    def __str__(self) -> str:
+        return f"diagnostic bundle {self.pk} of job {self.job_id} ({self.status})"

@@ -1,11 +1,15 @@
 from django.urls import path
 
-from webapp.monitoring import views, views_arena, views_samples
+from webapp.monitoring import views, views_arena, views_bundle, views_samples
 
 urlpatterns = [
     path("jobs/<int:job_id>/", views.job_monitor, name="monitor-job"),
     path("jobs/<int:job_id>/samples/", views_samples.samples, name="monitor-samples"),
     path("jobs/<int:job_id>/checkpoints/", views.checkpoints, name="monitor-checkpoints"),
+    path("jobs/<int:job_id>/bundles/", views_bundle.bundle_list, name="monitor-bundles"),
+    path("jobs/<int:job_id>/bundles/new/", views_bundle.bundle_create, name="monitor-bundle-create"),
+    path("jobs/<int:job_id>/bundles/<int:bundle_id>/download/", views_bundle.bundle_download,
+         name="monitor-bundle-download"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/promote/", views.promote, name="monitor-promote"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/rollback/", views.rollback, name="monitor-rollback"),
     path("jobs/<int:job_id>/checkpoints/<int:step>/export/", views.export, name="monitor-export"),

@@ -18,6 +18,7 @@ from training.stall import StallCheck, StallConfig, StallConfigError, check
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.monitoring.models import GuardRulesRecord
+from webapp.monitoring.services import stacks
 from webapp.notifications.services import notify
 from webapp.runs.models import Job, JobAttempt, JobState, MetricPoint, RunEvent
 from webapp.runs.services import launch
@@ -74,10 +75,13 @@ def _on_stall(job: Job, cfg: StallConfig, result: StallCheck, summary: dict[str,
     then = "stopping it and resuming from the last checkpoint" if resume else "notifying"
     message = (f"Stalled: no new step for {result.idle_s / 60:.1f} min, limit {result.limit_s / 60:.1f} min"
                f"{usual}; {then}.")
+    attempt = job.attempts.filter(number=summary["attempt"]).first()
+    dump, said = stacks.on_stall(job, attempt) if attempt is not None else ("", "")  # before any resume kills it
     RunEvent.objects.create(job=job, kind="stalled", step=job.last_step, message=message[:500],
                             data={**summary, "action": "cancel_resume" if resume else "notify"})
     audit(actor=None, action="job.stalled", project=job.project, obj=job, summary=message, after=summary)
-    notify(job.project, "job.stalled", job=job, message=message, data=summary)
+    notify(job.project, "job.stalled", job=job, message=f"{message} {said}".strip(),
+           data={**summary, "stacks": dump[:stacks.NOTIFY_CHARS]} if dump else summary)
     if resume:
         try:
             launch.job_resume(job=job, user=None, reason="stall")
