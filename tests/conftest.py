@@ -11,6 +11,7 @@ from django.test import Client
 # One session-wide Playwright/Chromium for every browser test, wherever it lives (a second
 # sync_playwright() while one is running fails).
 from tests.browser_support import browser, celery_beat_proc, page, shot, stop_runs  # noqa: E402,F401
+from tests.smollm2_support import smollm2_dir, smollm2_student_dir  # noqa: F401
 from webapp.core.models import Membership, Project, Role
 
 PASSWORD = "pw-for-tests-1"

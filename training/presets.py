@@ -25,6 +25,21 @@ _DEMO_COMMON = {"seed": 1, "device": "cpu", "dtype": "float32", "max_prompt_leng
 # The seed's recipe on GPUs: KL above 0.1 (for `patience` steps) restores the last checkpoint under it.
 GPU_KL_GUARD: dict[str, Any] = {"enabled": True, "threshold": 0.1, "action": "restore"}
 
+# SmolLM2-135M-Instruct on the GSM8K-format word problems (`manage.py seed_demo --smollm2`): its chat template
+# makes a prompt ~75-110 tokens; 128-token responses hold a short worked answer. Batch 8 x group 4 on two cores.
+_SMOLLM2_COMMON = {"seed": 1, "device": "cpu", "dtype": "auto", "max_prompt_length": 192, "max_response_length": 128,
+                   "max_seq_len": 320, "batch_size": 8, "micro_batch_size": 16, "epochs": 1, "max_steps": 60,
+                   "save_freq": 20, "test_freq": 20, "keep_last_k": 2}
+_SMOLLM2_KINDS: dict[str, dict[str, Any]] = {
+    "grpo": {"group_size": 4, "kl_coef": 0.02, "kl_loss_type": "low_var_kl", "temperature": 1.0, "clip_ratio": 0.2,
+             "loss_agg_mode": "token-mean"},
+    # the 6-layer student of SmolLM2 (same tokenizer) learns from SmolLM2 on its own samples, as VERL does on CPU
+    "distill": {"lr": 1e-4, "distill_mode": "on_policy", "distill_loss": "k3", "micro_batch_size": 8,
+                "temperature": 1.0},
+    "reward_model": {"lr": 1e-5, "batch_size": 16},
+}
+_SMOLLM2_GUARD: dict[str, Any] = {"enabled": True, "threshold": 0.1, "action": "stop"}
+
 PRESETS: dict[str, dict[str, Any]] = {
     "demo-cpu": {
         "label": "Demo on CPU (tiny model, arithmetic; about a minute on 2 cores)",
@@ -65,6 +80,22 @@ PRESETS: dict[str, dict[str, Any]] = {
             {"rule": "entropy_collapse"}, {"rule": "zero_variance_groups"}, {"rule": "response_clipping"},
             {"rule": "grad_norm_spike"}, {"rule": "reward_hacking"},
         ],
+    },
+    "smollm2-cpu": {
+        "label": "SmolLM2-135M-Instruct on 2 CPU cores (GSM8K-format word problems; full fine-tuning)",
+        "backend": "local",
+        "hp": {**_SMOLLM2_COMMON, "lr": 1e-6},
+        "kinds": _SMOLLM2_KINDS,
+        "kl_guard": _SMOLLM2_GUARD,
+        "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
+    },
+    "smollm2-cpu-lora": {
+        "label": "SmolLM2-135M-Instruct on 2 CPU cores with LoRA (rank 16)",
+        "backend": "local",
+        "hp": {**_SMOLLM2_COMMON, "lr": 5e-5, "lora": {"rank": 16, "alpha": 32, "targets": "all-linear"}},
+        "kinds": {k: {key: v for key, v in hp.items() if key != "lr"} for k, hp in _SMOLLM2_KINDS.items()},
+        "kl_guard": _SMOLLM2_GUARD,
+        "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
     },
     "qwen2.5-0.5b-1gpu": {
         "label": "Qwen2.5-0.5B-Instruct on one GPU (VERL, vLLM rollouts)",

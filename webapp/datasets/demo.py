@@ -16,6 +16,7 @@ from webapp.datasets.services import dataset_import
 
 ARITHMETIC = "demo-arithmetic"
 PREFERENCES = "demo-preferences"
+WORD_PROBLEMS = "gsm8k-synthetic"
 
 
 def _rows() -> tuple[list[dict], list[dict], str]:
@@ -41,3 +42,16 @@ def seed_demo(*, project, user, log: Callable[[str], None] = print) -> None:
             version = dataset_import(project=project, user=user, name=name, path=path, kind=kind, split="10%",
                                      split_seed=0)
             log(f"imported dataset {name}: {version.row_count} rows ({origin})")
+
+
+def seed_smollm2(*, project, user, log: Callable[[str], None] = print) -> None:
+    """'gsm8k-synthetic': 2,000 training and 200 validation GSM8K-format word problems (training.wordproblems,
+    seed 0), split as generated."""
+    if Dataset.objects.filter(project=project, name=WORD_PROBLEMS, versions__status=VersionStatus.READY).exists():
+        return
+    from training import wordproblems
+
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = wordproblems.write(tmp, n_train=2000, n_val=200, seed=0)
+        version = dataset_import(project=project, user=user, name=WORD_PROBLEMS, path=paths["all"], kind="prompts")
+    log(f"imported dataset {WORD_PROBLEMS}: {version.row_count} rows (training.wordproblems, seed 0)")

