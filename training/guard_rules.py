@@ -73,6 +73,12 @@ BUILTIN: dict[str, dict[str, Any]] = {
     "reward_hacking": {"metric": "critic/score/mean", "versus": "val-core/*/win_rate", "condition": "diverge",
                        "threshold": 0.05, "window": 3, "patience": 1, "action": "warn"},
 }
+# The thresholds that make sense for each built-in rule's metric: (low, high), low excluded.
+THRESHOLD_RANGE: dict[str, tuple[float, float]] = {
+    "kl": (0.0, 100.0), "entropy_collapse": (0.0, 0.999), "zero_variance_groups": (0.0, 1.0),
+    "response_length_collapse": (0.0, 0.999), "response_clipping": (0.0, 1.0), "grad_norm_spike": (0.0, 1000.0),
+    "reward_hacking": (0.0, 1.0),
+}
 # Where each built-in rule's metric comes from, per backend (None: that backend does not log it).
 METRIC_SOURCES: dict[str, dict[str, str | None]] = {
     "kl": {"local": "actor/kl_loss", "verl": "actor/kl_loss (use_kl_loss=True)"},
@@ -144,6 +150,10 @@ class Rule:
         except (TypeError, ValueError) as exc:
             raise RuleConfigError(f"rule {name!r}: values must be numbers: {exc}") from None
         rule.validate()
+        if builtin is not None and not THRESHOLD_RANGE[builtin][0] < rule.threshold <= THRESHOLD_RANGE[builtin][1]:
+            low, high = THRESHOLD_RANGE[builtin]
+            raise RuleConfigError(f"rule {name!r}: the threshold must be above {low:g} and at most {high:g}, "
+                                  f"got {rule.threshold:g}")
         return rule
 
     def validate(self) -> None:

@@ -28,6 +28,11 @@ SECTIONS = ("hp", "verl", "kl_guard")
 STRATEGIES = ("fsdp", "fsdp2", "megatron")
 ROLLOUT_ENGINES = ("vllm", "sglang", "hf")  # hf: the CPU rollout
 GPU_ENGINES = ("vllm", "sglang")
+# Upper bounds of what makes sense (a value above one is a typo, and would only fail later, on a worker).
+MAX_BATCH = 65_536  # prompts (or sequences) per step
+MAX_STEPS = 10_000_000
+MAX_TOKENS = 1_048_576  # the longest context of any model a job may name
+MAX_TEXT = 1000  # characters of a text setting
 # Largest LoRA rank vLLM accepts (verl/workers/rollout/vllm_rollout/utils.py: MaxLoRARanks).
 MAX_LORA_RANK = 512
 # The KL guard watches this metric (VERL's name; the local trainer logs the same one).
@@ -93,15 +98,33 @@ class Setting:
         if not (low_bad or high_bad):
             return None
         blank = " (or blank)" if self.optional else ""
+        low, high, got = _num(self.low), _num(self.high), _num(value)
         if self.low is not None and self.high is not None:
-            return f"{self.label} must be between {self.low:g} and {self.high:g}{blank}, got {value:g}."
+            if low_bad and self.low == 0 and not self.low_open:
+                return f"{self.label} cannot be negative, got {got}."
+            if self.low_open and self.high_open:
+                return f"{self.label} must be strictly between {low} and {high}{blank}, got {got}."
+            if self.low_open or self.high_open:
+                above = f"above {low}" if self.low_open else f"at least {low}"
+                below = f"below {high}" if self.high_open else f"at most {high}"
+                return f"{self.label} must be {above} and {below}{blank}, got {got}."
+            return f"{self.label} must be between {low} and {high}{blank}, got {got}."
         if self.low is not None:
             bound = "above" if self.low_open else "at least"
             if self.low == 0 and not self.low_open:
-                return f"{self.label} cannot be negative, got {value:g}."
-            return f"{self.label} must be {bound} {self.low:g}{blank}, got {value:g}."
+                return f"{self.label} cannot be negative, got {got}."
+            return f"{self.label} must be {bound} {low}{blank}, got {got}."
         bound = "below" if self.high_open else "at most"
-        return f"{self.label} must be {bound} {self.high:g}{blank}, got {value:g}."
+        return f"{self.label} must be {bound} {high}{blank}, got {got}."
+
+
+def _num(x: float | None) -> str:
+    """A bound or value for people: whole numbers in full (2147483647, not 2.14748e+09)."""
+    if x is None:
+        return ""
+    if float(x).is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return f"{x:g}"
 
 
 # -- converters: form value -> VERL's (path, value) pairs ----------------------------------------------
@@ -170,115 +193,137 @@ def _dtype(dtype: Any, spec: dict) -> Pairs:
 
 S = Setting
 SETTINGS: tuple[Setting, ...] = (
-    S("lr", "float", 1e-6, "Learning rate", "Optimisation", low=0, high=1, low_open=True, high_open=True,
-      verl=Verl((f"{ACTOR}.optim.lr",))),
-    S("batch_size", "int", 64, "Batch size (prompts per step)", "Optimisation",
-      "GRPO samples group_size responses for each prompt, so a step sees batch_size × group_size sequences.",
-      low=1, verl=Verl(("data.train_batch_size",), planned=True)),
-    S("mini_batch_size", "int", None, "Mini batch (prompts per update)", "Optimisation",
-      "Blank = the whole batch in one update. Must divide the batch size.", optional=True, low=1,
+    S(key="lr", type="float", default=1e-6, label="Learning rate", group="Optimisation", low=0, high=1, low_open=True,
+      high_open=True, verl=Verl((f"{ACTOR}.optim.lr",))),
+    S(key="batch_size", type="int", default=64, label="Batch size (prompts per step)", group="Optimisation",
+      help="GRPO samples group_size responses for each prompt, so a step sees batch_size × group_size sequences.",
+      low=1, high=MAX_BATCH, verl=Verl(("data.train_batch_size",), planned=True)),
+    S(key="mini_batch_size", type="int", default=None, label="Mini batch (prompts per update)", group="Optimisation",
+      help="Blank = the whole batch in one update. Must divide the batch size.", optional=True, low=1, high=MAX_BATCH,
       verl=Verl((f"{ACTOR}.ppo_mini_batch_size",), planned=True)),
-    S("micro_batch_size", "int", None, "Micro batch (sequences per forward pass)", "Optimisation",
-      "Blank = automatic. Lower it when memory is short; on VERL it counts per GPU.", optional=True, low=1,
+    S(key="micro_batch_size", type="int", default=None, label="Micro batch (sequences per forward pass)",
+      group="Optimisation", help="Blank = automatic. Lower it when memory is short; on VERL it counts per GPU.",
+      optional=True, low=1, high=MAX_BATCH,
       verl=Verl((f"{ACTOR}.ppo_micro_batch_size_per_gpu", f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu",
                  "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"), planned=True)),
-    S("epochs", "int", 3, "Epochs", "Optimisation", low=1, verl=Verl(("trainer.total_epochs",))),
-    S("max_steps", "int", None, "Max steps", "Optimisation", "Blank = run all epochs.", optional=True, low=1,
+    S(key="epochs", type="int", default=3, label="Epochs", group="Optimisation", low=1, high=10_000,
+      verl=Verl(("trainer.total_epochs",))),
+    S(key="max_steps", type="int", default=None, label="Max steps", group="Optimisation",
+      help="Blank = run all epochs.", optional=True, low=1, high=MAX_STEPS,
       verl=Verl(("trainer.total_training_steps",), convert=_unless_none("trainer.total_training_steps"))),
-    S("weight_decay", "float", 0.0, "Weight decay", "Optimisation", low=0,
+    S(key="weight_decay", type="float", default=0.0, label="Weight decay", group="Optimisation", low=0, high=1,
       verl=Verl((f"{ACTOR}.optim.weight_decay",))),
-    S("warmup_steps", "int", 0, "Warm-up steps", "Optimisation", "Linear learning-rate warm-up from 0.", low=0,
+    S(key="warmup_steps", type="int", default=0, label="Warm-up steps", group="Optimisation",
+      help="Linear learning-rate warm-up from 0.", low=0, high=MAX_STEPS,
       verl=Verl((f"{ACTOR}.optim.lr_warmup_steps",))),
-    S("grad_clip", "float", 1.0, "Gradient clipping (max norm)", "Optimisation", low=0, low_open=True,
-      verl=Verl((f"{ACTOR}.optim.clip_grad",))),
-    S("seed", "int", 1, "Seed", "Optimisation", verl=Verl(("data.seed", f"{ROLLOUT}.seed"))),
-    S("max_prompt_length", "int", 512, "Max prompt length (tokens)", "Lengths",
-      "Prompts longer than this are refused before launch.", low=1, verl=Verl(("data.max_prompt_length",))),
-    S("max_response_length", "int", 1536, "Max response length (tokens)", "Lengths", low=1,
-      verl=Verl(("data.max_response_length",))),
-    S("max_seq_len", "int", 2048, "Max sequence length (tokens)", "Lengths",
-      "Must hold max prompt length + max response length.", low=1, verl=Verl((f"{ROLLOUT}.max_model_len",))),
-    S("group_size", "int", 4, "Group size n (samples per prompt)", "GRPO", "GRPO needs at least 2.",
-      kinds=("grpo",), verl=Verl((f"{ROLLOUT}.n",), planned=True)),
-    S("kl_coef", "float", 0.02, "KL coefficient", "GRPO", "Recommended range 0.01–0.05.", low=0, kinds=("grpo",),
+    S(key="grad_clip", type="float", default=1.0, label="Gradient clipping (max norm)", group="Optimisation", low=0,
+      high=1e4, low_open=True, verl=Verl((f"{ACTOR}.optim.clip_grad",))),
+    S(key="seed", type="int", default=1, label="Seed", group="Optimisation", low=0, high=2**31 - 1,
+      verl=Verl(("data.seed", f"{ROLLOUT}.seed"))),
+    S(key="max_prompt_length", type="int", default=512, label="Max prompt length (tokens)", group="Lengths",
+      help="Prompts longer than this are refused before launch.", low=1, high=MAX_TOKENS,
+      verl=Verl(("data.max_prompt_length",))),
+    S(key="max_response_length", type="int", default=1536, label="Max response length (tokens)", group="Lengths",
+      low=1, high=MAX_TOKENS, verl=Verl(("data.max_response_length",))),
+    S(key="max_seq_len", type="int", default=2048, label="Max sequence length (tokens)", group="Lengths",
+      help="Must hold max prompt length + max response length.", low=1, high=MAX_TOKENS,
+      verl=Verl((f"{ROLLOUT}.max_model_len",))),
+    S(key="group_size", type="int", default=4, label="Group size n (samples per prompt)", group="GRPO",
+      help="GRPO needs at least 2.", low=1, high=1024, kinds=("grpo",), verl=Verl((f"{ROLLOUT}.n",), planned=True)),
+    S(key="kl_coef", type="float", default=0.02, label="KL coefficient", group="GRPO",
+      help="Recommended range 0.01–0.05.", low=0, high=10, kinds=("grpo",),
       verl=Verl((f"{ACTOR}.kl_loss_coef",), convert=_kl_coef)),
-    S("kl_loss_type", "choice", "low_var_kl", "KL estimator", "GRPO", choices=("low_var_kl", "kl", "abs", "mse"),
-      kinds=("grpo",), verl=Verl((f"{ACTOR}.kl_loss_type",))),
-    S("temperature", "float", 1.0, "Sampling temperature", "GRPO", low=0, low_open=True, kinds=POLICY_KINDS,
-      verl=Verl((f"{ROLLOUT}.temperature",))),
-    S("clip_ratio", "float", 0.2, "Clip ratio", "GRPO", low=0, high=1, low_open=True, high_open=True,
-      kinds=("grpo",), verl=Verl((f"{ACTOR}.clip_ratio_low", f"{ACTOR}.clip_ratio_high"))),
-    S("loss_agg_mode", "choice", "token-mean", "Loss aggregation", "GRPO",
-      choices=("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"),
-      kinds=("grpo",), verl=Verl((f"{ACTOR}.loss_agg_mode",))),
-    S("entropy_coeff", "float", 0.0, "Entropy bonus", "GRPO", low=0, kinds=("grpo",),
-      verl=Verl((f"{ACTOR}.entropy_coeff",))),
-    S("distill_temperature", "float", 2.0, "Distillation temperature T", "Distillation", low=0, low_open=True,
+    S(key="kl_loss_type", type="choice", default="low_var_kl", label="KL estimator", group="GRPO",
+      choices=("low_var_kl", "kl", "abs", "mse"), kinds=("grpo",), verl=Verl((f"{ACTOR}.kl_loss_type",))),
+    S(key="temperature", type="float", default=1.0, label="Sampling temperature", group="GRPO", low=0, high=10,
+      low_open=True, kinds=POLICY_KINDS, verl=Verl((f"{ROLLOUT}.temperature",))),
+    S(key="clip_ratio", type="float", default=0.2, label="Clip ratio", group="GRPO", low=0, high=1, low_open=True,
+      high_open=True, kinds=("grpo",), verl=Verl((f"{ACTOR}.clip_ratio_low", f"{ACTOR}.clip_ratio_high"))),
+    S(key="loss_agg_mode", type="choice", default="token-mean", label="Loss aggregation", group="GRPO",
+      choices=("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"), kinds=("grpo",),
+      verl=Verl((f"{ACTOR}.loss_agg_mode",))),
+    S(key="entropy_coeff", type="float", default=0.0, label="Entropy bonus", group="GRPO", low=0, high=1,
+      kinds=("grpo",), verl=Verl((f"{ACTOR}.entropy_coeff",))),
+    S(key="distill_temperature", type="float", default=2.0, label="Distillation temperature T", group="Distillation",
+      low=0, high=100, low_open=True, kinds=("distill",)),
+    S(key="distill_alpha", type="float", default=0.5, label="Distillation alpha (weight of the CE term)",
+      group="Distillation", help="loss = alpha·CE + (1 − alpha)·T²·KL(teacher_T ‖ student_T)", low=0, high=1,
       kinds=("distill",)),
-    S("distill_alpha", "float", 0.5, "Distillation alpha (weight of the CE term)", "Distillation",
-      "loss = alpha·CE + (1 − alpha)·T²·KL(teacher_T ‖ student_T)", low=0, high=1, kinds=("distill",)),
-    S("distill_mode", "choice", "offline", "Distillation mode", "Distillation",
-      "offline: dataset responses; on_policy: the student samples, the teacher scores (VERL needs on_policy).",
+    S(key="distill_mode", type="choice", default="offline", label="Distillation mode", group="Distillation",
+      help="offline: dataset responses; on_policy: the student samples, the teacher scores (VERL needs on_policy).",
       choices=("offline", "on_policy"), kinds=("distill",), verl=Verl(("distillation.enabled",), planned=True)),
-    S("distill_loss", "choice", "forward_kl_topk", "On-policy distillation loss (VERL)", "Distillation",
-      choices=("forward_kl_topk", "k3", "low_var_kl", "k2", "mse", "abs"), kinds=("distill",), local=False,
-      verl=Verl(("distillation.distillation_loss.loss_mode",))),
-    S("lora.rank", "int", 0, "LoRA rank", "LoRA", "0 = full fine-tuning.", low=0,
-      verl=Verl((f"{MODEL}.lora_rank",), convert=_lora_rank)),
-    S("lora.alpha", "int", 16, "LoRA alpha", "LoRA", verl=Verl((f"{MODEL}.lora_alpha",), convert=_lora_alpha)),
-    S("lora.targets", "str", "all-linear", "LoRA target modules", "LoRA", "all-linear, or a comma-separated list.",
-      verl=Verl((f"{MODEL}.target_modules",), convert=_lora_targets)),
-    S("save_freq", "int", 10, "Save a checkpoint every N steps", "Checkpoints", "0 = never.", low=0,
+    S(key="distill_loss", type="choice", default="forward_kl_topk", label="On-policy distillation loss (VERL)",
+      group="Distillation", choices=("forward_kl_topk", "k3", "low_var_kl", "k2", "mse", "abs"), kinds=("distill",),
+      local=False, verl=Verl(("distillation.distillation_loss.loss_mode",))),
+    S(key="lora.rank", type="int", default=0, label="LoRA rank", group="LoRA", help="0 = full fine-tuning.", low=0,
+      high=4096, verl=Verl((f"{MODEL}.lora_rank",), convert=_lora_rank)),
+    S(key="lora.alpha", type="int", default=16, label="LoRA alpha", group="LoRA", low=0, high=65_536,
+      verl=Verl((f"{MODEL}.lora_alpha",), convert=_lora_alpha)),
+    S(key="lora.targets", type="str", default="all-linear", label="LoRA target modules", group="LoRA",
+      help="all-linear, or a comma-separated list.", verl=Verl((f"{MODEL}.target_modules",), convert=_lora_targets)),
+    S(key="save_freq", type="int", default=10, label="Save a checkpoint every N steps", group="Checkpoints",
+      help="0 = never.", low=0, high=MAX_STEPS,
       verl=Verl(("trainer.save_freq",), convert=_every("trainer.save_freq"))),
-    S("test_freq", "int", 5, "Validate every N steps", "Checkpoints", "0 = never.", low=0,
-      verl=Verl(("trainer.test_freq",), convert=_every("trainer.test_freq"))),
-    S("keep_last_k", "int", 3, "Keep the last K checkpoints", "Checkpoints", "Blank = keep all.", optional=True,
-      low=1, app=True),
-    S("rollout_keep_last", "int", 50, "Rollout store: keep the last N steps", "Rollout store",
-      "Every step's samples are kept for browsing and re-scoring; older ones are pruned. Blank = keep all.",
-      optional=True, low=1, kinds=POLICY_KINDS, app=True),
-    S("rollout_keep_every", "int", 10, "Rollout store: and every k-th older step", "Rollout store",
-      "Blank = none of the older steps.", optional=True, low=1, kinds=POLICY_KINDS, app=True),
-    S("rollout_max_mb", "float", 512.0, "Rollout store: at most (MB)", "Rollout store",
-      "The oldest kept steps go first when the store is larger; the newest step always stays. Blank = no cap.",
-      optional=True, low=0, low_open=True, kinds=POLICY_KINDS, app=True),
-    S("device", "choice", "auto", "Device", "Runtime", "VERL on cpu: FSDP2 with the CPU rollout (hf).",
-      choices=("auto", "cpu", "cuda"), verl=Verl(("trainer.device",), convert=_device)),
-    S("dtype", "choice", "auto", "Precision", "Runtime", "auto: float32 on CPU, bfloat16 on GPUs.",
-      choices=("auto", "float32", "bfloat16"), verl=Verl((f"{ROLLOUT}.dtype",), convert=_dtype)),
-    S("reward_workers", "int", None, "Reward scoring processes", "Runtime",
-      "Sandboxes that score a batch's rewards at once: the job's CPU budget for reward code. Blank = min(CPU "
+    S(key="test_freq", type="int", default=5, label="Validate every N steps", group="Checkpoints", help="0 = never.",
+      low=0, high=MAX_STEPS, verl=Verl(("trainer.test_freq",), convert=_every("trainer.test_freq"))),
+    S(key="keep_last_k", type="int", default=3, label="Keep the last K checkpoints", group="Checkpoints",
+      help="Blank = keep all.", optional=True, low=1, high=10_000, app=True),
+    S(key="rollout_keep_last", type="int", default=50, label="Rollout store: keep the last N steps",
+      group="Rollout store",
+      help="Every step's samples are kept for browsing and re-scoring; older ones are pruned. Blank = keep all.",
+      optional=True, low=1, high=MAX_STEPS, kinds=POLICY_KINDS, app=True),
+    S(key="rollout_keep_every", type="int", default=10, label="Rollout store: and every k-th older step",
+      group="Rollout store", help="Blank = none of the older steps.", optional=True, low=1, high=MAX_STEPS,
+      kinds=POLICY_KINDS, app=True),
+    S(key="rollout_max_mb", type="float", default=512.0, label="Rollout store: at most (MB)", group="Rollout store",
+      help="The oldest kept steps go first when the store is larger; the newest step always stays. Blank = no cap.",
+      optional=True, low=0, high=1_048_576, low_open=True, kinds=POLICY_KINDS, app=True),
+    S(key="device", type="choice", default="auto", label="Device", group="Runtime",
+      help="VERL on cpu: FSDP2 with the CPU rollout (hf).", choices=("auto", "cpu", "cuda"),
+      verl=Verl(("trainer.device",), convert=_device)),
+    S(key="dtype", type="choice", default="auto", label="Precision", group="Runtime",
+      help="auto: float32 on CPU, bfloat16 on GPUs.", choices=("auto", "float32", "bfloat16"),
+      verl=Verl((f"{ROLLOUT}.dtype",), convert=_dtype)),
+    S(key="reward_workers", type="int", default=None, label="Reward scoring processes", group="Runtime",
+      help="Sandboxes that score a batch's rewards at once: the job's CPU budget for reward code. Blank = min(CPU "
       "cores, 4). On VERL they are shared out over VERL's reward workers (at most 4, one sandbox each or more).",
       optional=True, low=1, high=64, kinds=POLICY_KINDS, app=True),
-    S("kl_guard.enabled", "bool", True, "KL guard on", "KL guard", kinds=("grpo",), app=True),
-    S("kl_guard.threshold", "float", 0.1, "KL threshold", "KL guard", low=0, low_open=True, kinds=("grpo",),
+    S(key="kl_guard.enabled", type="bool", default=True, label="KL guard on", group="KL guard", kinds=("grpo",),
       app=True),
-    S("kl_guard.patience", "int", 3, "Patience (steps above the threshold)", "KL guard", low=1, kinds=("grpo",),
-      app=True),
-    S("kl_guard.action", "choice", "stop", "Action", "KL guard",
-      "stop the job, or restore the last checkpoint under the threshold with adjusted settings.",
+    S(key="kl_guard.threshold", type="float", default=0.1, label="KL threshold", group="KL guard", low=0, high=1e6,
+      low_open=True, kinds=("grpo",), app=True),
+    S(key="kl_guard.patience", type="int", default=3, label="Patience (steps above the threshold)", group="KL guard",
+      low=1, high=10_000, kinds=("grpo",), app=True),
+    S(key="kl_guard.action", type="choice", default="stop", label="Action", group="KL guard",
+      help="stop the job, or restore the last checkpoint under the threshold with adjusted settings.",
       choices=("stop", "restore"), kinds=("grpo",), app=True),
-    S("kl_guard.lr_factor", "float", 0.5, "Restore: multiply lr by", "KL guard", "Blank = keep the lr.",
-      optional=True, kinds=("grpo",), app=True),
-    S("kl_guard.kl_factor", "float", 2.0, "Restore: multiply KL coefficient by", "KL guard", "Blank = keep it.",
-      optional=True, kinds=("grpo",), app=True),
-    S("kl_guard.max_rollbacks", "int", 2, "Max restores", "KL guard", low=0, kinds=("grpo",), app=True),
-    S("verl.strategy", "choice", "fsdp", "Training strategy", "VERL",
-      "FSDP or FSDP2 on GPUs or CPU (CPU: FSDP2); Megatron needs GPUs.", choices=STRATEGIES,
-      kinds=POLICY_KINDS, local=False, verl=Verl((f"{ACTOR}.strategy",))),
-    S("verl.rollout_engine", "choice", "vllm", "Rollout engine", "VERL",
-      "vLLM or SGLang on GPU workers; hf is the CPU rollout (device cpu).", choices=ROLLOUT_ENGINES,
+    S(key="kl_guard.lr_factor", type="float", default=0.5, label="Restore: multiply lr by", group="KL guard",
+      help="Blank = keep the lr.", optional=True, low=0, high=1, low_open=True, high_open=True, kinds=("grpo",),
+      app=True),
+    S(key="kl_guard.kl_factor", type="float", default=2.0, label="Restore: multiply KL coefficient by",
+      group="KL guard", help="Blank = keep it.", optional=True, low=1, high=1000, low_open=True, kinds=("grpo",),
+      app=True),
+    S(key="kl_guard.max_rollbacks", type="int", default=2, label="Max restores", group="KL guard", low=0, high=100,
+      kinds=("grpo",), app=True),
+    S(key="verl.strategy", type="choice", default="fsdp", label="Training strategy", group="VERL",
+      help="FSDP or FSDP2 on GPUs or CPU (CPU: FSDP2); Megatron needs GPUs.", choices=STRATEGIES, kinds=POLICY_KINDS,
+      local=False, verl=Verl((f"{ACTOR}.strategy",))),
+    S(key="verl.rollout_engine", type="choice", default="vllm", label="Rollout engine", group="VERL",
+      help="vLLM or SGLang on GPU workers; hf is the CPU rollout (device cpu).", choices=ROLLOUT_ENGINES,
       kinds=POLICY_KINDS, local=False, verl=Verl((f"{ROLLOUT}.name",))),
-    S("verl.n_gpus_per_node", "int", 1, "GPUs per node", "VERL", low=1, kinds=POLICY_KINDS, local=False,
-      verl=Verl(("trainer.n_gpus_per_node",), planned=True)),
-    S("verl.nnodes", "int", 1, "Nodes", "VERL", "More than 1 submits to the Ray cluster at RAY_ADDRESS.", low=1,
-      kinds=POLICY_KINDS, local=False, verl=Verl(("trainer.nnodes",), planned=True)),
-    S("verl.tensor_model_parallel_size", "int", 1, "Rollout tensor parallel size", "VERL", low=1,
-      kinds=POLICY_KINDS, local=False, verl=Verl((f"{ROLLOUT}.tensor_model_parallel_size",))),
-    S("verl.gpu_memory_utilization", "float", 0.4, "Rollout GPU memory fraction", "VERL", low=0, high=1,
-      low_open=True, kinds=POLICY_KINDS, local=False, verl=Verl((f"{ROLLOUT}.gpu_memory_utilization",))),
-    S("verl.use_v1", "bool", False, "VERL V1 trainer (needs TransferQueue)", "VERL", kinds=POLICY_KINDS,
-      local=False, verl=Verl(("trainer.use_v1",))),
+    S(key="verl.n_gpus_per_node", type="int", default=1, label="GPUs per node", group="VERL", low=1, high=64,
+      kinds=POLICY_KINDS, local=False, verl=Verl(("trainer.n_gpus_per_node",), planned=True)),
+    S(key="verl.nnodes", type="int", default=1, label="Nodes", group="VERL",
+      help="More than 1 submits to the Ray cluster at RAY_ADDRESS.", low=1, high=1024, kinds=POLICY_KINDS,
+      local=False, verl=Verl(("trainer.nnodes",), planned=True)),
+    S(key="verl.tensor_model_parallel_size", type="int", default=1, label="Rollout tensor parallel size",
+      group="VERL", low=1, high=64, kinds=POLICY_KINDS, local=False,
+      verl=Verl((f"{ROLLOUT}.tensor_model_parallel_size",))),
+    S(key="verl.gpu_memory_utilization", type="float", default=0.4, label="Rollout GPU memory fraction", group="VERL",
+      low=0, high=1, low_open=True, kinds=POLICY_KINDS, local=False,
+      verl=Verl((f"{ROLLOUT}.gpu_memory_utilization",))),
+    S(key="verl.use_v1", type="bool", default=False, label="VERL V1 trainer (needs TransferQueue)", group="VERL",
+      kinds=POLICY_KINDS, local=False, verl=Verl(("trainer.use_v1",))),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 BY_FORM_NAME: dict[str, Setting] = {s.form_name: s for s in SETTINGS}
@@ -366,6 +411,8 @@ def coerce(setting: Setting, value: Any) -> Any:
             return int(number)
         return number
     text = str(value)
+    if t == "str" and len(text) > MAX_TEXT:
+        raise ValueError(f"at most {MAX_TEXT} characters, got {len(text)}")
     if t == "choice" and text not in setting.choices:
         raise ValueError(f"must be one of {', '.join(setting.choices)}, not {text!r}")
     return text

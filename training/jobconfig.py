@@ -148,7 +148,8 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
     clone keep the job's settings plus the given edits.
     `context` carries facts about the job's inputs (all optional): has_reward, has_teacher,
     dataset_kind ("prompts" | "preference"), n_train_rows, n_val_rows,
-    longest_prompt = {"length", "unit": "tokens" | "characters", "where"}, model_is_hub.
+    longest_prompt = {"length", "unit": "tokens" | "characters", "where"}, model_is_hub,
+    model_context_length (the base model's max_position_embeddings).
     """
     errors: dict[str, str] = {}
     warnings: dict[str, str] = {}
@@ -207,6 +208,13 @@ def _err(errors: dict, key: str, message: str) -> None:
 
 def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
     hp, verl, guard = config["hp"], config["verl"], config["kl_guard"]
+
+    for s in SETTINGS:  # the schema's ranges first: the checks below divide by some of these values
+        if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
+            continue
+        message = s.range_error(get_value(config, s.key))
+        if message:
+            _err(errors, s.key, message)
     bad = set(errors)
 
     def ok(*keys: str) -> bool:  # skip checks that depend on a value already refused
@@ -214,12 +222,6 @@ def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings:
 
     if kind == "grpo":
         _check_grpo(hp, errors, warnings, ok)
-    for s in SETTINGS:  # the schema's ranges, for the settings this job uses
-        if s.section == "kl_guard" or kind not in s.kinds or (s.section == "verl" and backend != "verl"):
-            continue
-        message = s.range_error(get_value(config, s.key)) if ok(s.key) else None
-        if message:
-            _err(errors, s.key, message)
     if ok("max_prompt_length", "max_response_length", "max_seq_len") and \
             hp["max_prompt_length"] + hp["max_response_length"] > hp["max_seq_len"]:
         _err(errors, "max_seq_len",
@@ -385,6 +387,10 @@ def _check_context(kind: str, backend: str, config: dict, ctx: dict, errors: dic
         _err(errors, "dataset_version", "VERL needs validation rows: this dataset version has none.")
     if ctx.get("longest_prompt"):
         check_prompt_length(hp, ctx["longest_prompt"], errors, warnings)
+    limit = ctx.get("model_context_length")
+    if limit and "max_seq_len" not in errors and hp["max_seq_len"] > limit:
+        _err(errors, "max_seq_len", f"Max sequence length {hp['max_seq_len']} is longer than the model's context "
+                                    f"({limit} tokens, max_position_embeddings in its config.json).")
     if ctx.get("model_is_hub"):
         if backend == "local":
             _err(errors, "base_model", "A hub model needs a GPU worker with hub access (VERL backend); the local "

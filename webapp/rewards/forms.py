@@ -77,6 +77,9 @@ class RewardTestRunForm(forms.Form):
 
 # ---- the reward spec widget -------------------------------------------------------------------------
 
+MAX_WEIGHT = 1000  # weights are relative: a larger one is a typo
+
+
 def _weight_field(label: str) -> forms.FloatField:
     return forms.FloatField(required=False, label=label, widget=forms.NumberInput(
         attrs={"step": "any", "min": "0", "placeholder": "not used", "class": "weight"}))
@@ -155,6 +158,8 @@ class RewardSpecForm(forms.Form):
         for name, value in list(cleaned.items()):
             if name.endswith("_weight") and value is not None and value < 0:
                 self.add_error(name, "A weight must be above 0; leave it blank to leave this reward out.")
+            elif name.endswith("_weight") and value is not None and value > MAX_WEIGHT:
+                self.add_error(name, f"A weight must be at most {MAX_WEIGHT}, got {value:g}.")
         if not self.errors:
             # Parsed only: whether this job needs a reward, and whether the spec holds, is the launch
             # plan's decision (webapp.runs.services.spec.plan_job, reward_spec_validate).

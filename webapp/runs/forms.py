@@ -6,7 +6,7 @@ from typing import Any
 from django import forms
 
 from training import jobconfig as cfg
-from training.guard_rules import ACTIONS, BUILTIN, describe, parse_rules
+from training.guard_rules import ACTIONS, BUILTIN, RuleConfigError, describe, parse_rules
 from training.presets import DEFAULT_PRESET, PRESETS, preset_choices
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
@@ -128,8 +128,28 @@ class JobForm(forms.Form):
         self.fields["he_split"] = forms.ChoiceField(choices=[("val", "validation"), ("train", "train")],
                                                     required=False, label="Split of that version")
         self.fields["he_reward_rise"] = forms.FloatField(
-            required=False, min_value=0, label="Flag when the reward rose by more than",
+            required=False, min_value=0, max_value=1000, label="Flag when the reward rose by more than",
             widget=forms.TextInput(attrs={"inputmode": "decimal"}))
+
+    def clean(self) -> dict[str, Any]:
+        """A required setting sent blank is an error on its field (not silently the preset's value)."""
+        data = super().clean()
+        kind, backend = data.get("kind"), data.get("backend")
+        for s in cfg.SETTINGS:
+            if s.type == "bool" or s.optional or s.form_name in self.errors or \
+                    (kind and backend and not s.offered(kind, backend)):
+                continue
+            raw = self.data.get(self.add_prefix(s.form_name))
+            if raw is not None and not str(raw).strip():
+                self.add_error(s.form_name, f"{s.label}: a value is required.")
+        for name in BUILTIN:  # a rule that is on must hold with the threshold typed next to it
+            threshold = data.get(f"rule_{name}_threshold")
+            if data.get(f"rule_{name}") and threshold is not None and f"rule_{name}_threshold" not in self.errors:
+                try:
+                    parse_rules([{"rule": name, "threshold": threshold}])
+                except RuleConfigError as exc:
+                    self.add_error(f"rule_{name}_threshold", f"{exc}.")
+        return data
 
     def human_eval(self) -> dict[str, Any]:
         """config["human_eval"] from the form; {} when the schedule is off."""

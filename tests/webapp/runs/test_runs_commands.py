@@ -23,7 +23,8 @@ def test_verl_dry_run_prints_run_dir_and_one_override_per_line(project, prompts_
                                                                 settings, no_enqueue):
     out, _ = run("launch_job", "--project", project.slug, "--kind", "grpo", "--preset", "qwen2.5-0.5b-1gpu",
                  "--backend", "verl", "--dataset", "arith", "--model", "tiny", "--reward", "exact-match",
-                 "--include-unreviewed", "--set", "max_prompt_length=16", "lora.rank=8",
+                 "--include-unreviewed", "--set", "max_prompt_length=16", "max_response_length=16", "max_seq_len=32",
+                 "lora.rank=8",
                  "--set", "verl.rollout_engine=sglang", "--dry-run")
     lines = out.splitlines()
     run_dir = Path(settings.RUNS_ROOT) / project.slug / "1-xxxxxxxxxxxx"  # the run id is drawn at launch

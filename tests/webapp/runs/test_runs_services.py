@@ -71,7 +71,8 @@ def test_queue_routing_gpu_for_verl_and_cuda(project, engineer, prompts_version,
     job = _create(project, engineer, prompts_version, tiny_model, reward_spec, hp_overrides={"device": "cuda"})
     assert job.queue == "gpu"
     job = _create(project, engineer, prompts_version, tiny_model, reward_spec, backend="verl",
-                  preset="qwen2.5-0.5b-1gpu", hp_overrides={"max_prompt_length": 16})
+                  preset="qwen2.5-0.5b-1gpu",
+                  hp_overrides={"max_prompt_length": 16, "max_response_length": 16, "max_seq_len": 32})
     assert job.queue == "gpu"
 
 

@@ -101,6 +101,18 @@ def model_tokenizer(model: ModelEntry | None):
         return None
 
 
+def model_context_length(model: ModelEntry | None) -> int | None:
+    """The longest sequence the local model takes (config.json's max_position_embeddings), or None."""
+    if model is None or not model.path:
+        return None
+    try:
+        config = json.loads((Path(model.path) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dict | None,
              dataset_version: DatasetVersion | None, reward_spec: Any, base_model: ModelEntry | None,
              teacher_model: ModelEntry | None = None, include_unreviewed: bool = False,
@@ -143,7 +155,8 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
         pinned = select_rows(dataset_version, include_unreviewed)
     context: dict[str, Any] = {"has_reward": bool(versions or models) or bool(errors.get("reward_spec")),
                                "has_teacher": teacher_model is not None,
-                               "model_is_hub": bool(base_model and not base_model.path)}
+                               "model_is_hub": bool(base_model and not base_model.path),
+                               "model_context_length": model_context_length(base_model)}
     if pinned is not None:
         counts = pinned.manifest["counts"]
         context.update(dataset_kind=pinned.manifest["dataset"]["kind"], n_train_rows=counts["train"],
