@@ -274,8 +274,11 @@ CONTENT_SECURITY_POLICY = envstr("CONTENT_SECURITY_POLICY", "; ".join([
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"client_errors_one_line": {"()": "webapp.core.logfilters.ClientErrorsOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "INFO")},
+    # a 403 (or another 4xx answered for an exception) is one line, not a traceback
+    "loggers": {"django.request": {"filters": ["client_errors_one_line"]}},
 }
 
 # Notifications: links in messages point here; e-mail goes to the console unless EMAIL_BACKEND is set.

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.http import Http404
+from django.urls import reverse
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -69,7 +70,8 @@ class MemberListApi(APIView):
         return Response(MembershipSerializer(access.project.memberships.select_related("user"), many=True).data)
 
     def post(self, request, slug):
-        """A member's new role (200), or an invitation (202, the same for any username that is not a member)."""
+        """A member's new role (200), or an invitation (202, the same for any username that is not a member) with
+        `join_url`, the link to send: it lets them sign in, or create the account, and join (shown once)."""
         access = project_access(request.user, slug, Role.ADMIN)
         ser = MemberInputSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
@@ -79,8 +81,9 @@ class MemberListApi(APIView):
             return application_error_response(exc)
         if outcome.membership is not None:
             return Response(MembershipSerializer(outcome.membership).data)
-        return Response({"detail": outcome.message, "invitation": InvitationSerializer(outcome.invitation).data},
-                        status=status.HTTP_202_ACCEPTED)
+        join_url = request.build_absolute_uri(reverse("join", args=[outcome.join_token]))
+        return Response({"detail": outcome.message, "invitation": InvitationSerializer(outcome.invitation).data,
+                         "join_url": join_url}, status=status.HTTP_202_ACCEPTED)
 
 
 class InvitationSerializer(serializers.ModelSerializer):

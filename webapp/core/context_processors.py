@@ -1,3 +1,5 @@
+import re
+
 from webapp.core.access import user_role, visible_projects
 from webapp.core.models import Project
 
@@ -19,11 +21,23 @@ def nav_section(path: str, slug: str) -> str:
     return next((name for start, name in NAV_SECTIONS if rest.startswith(start)), "")
 
 
+_PROJECT_PATH = re.compile(r"^/p/(?P<slug>[-\w]+)/")
+
+
+def project_slug(request) -> str | None:
+    """The project a page is in: its URL's slug, or for a path no URL matched (a 404), the /p/<slug>/ prefix."""
+    match = getattr(request, "resolver_match", None)
+    if match is not None:
+        return match.kwargs.get("slug")
+    prefix = _PROJECT_PATH.match(request.path)
+    return prefix["slug"] if prefix else None
+
+
 def workbench(request):
     """Expose the current project (from the URL) and the project switcher list to templates."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
-    slug = getattr(getattr(request, "resolver_match", None), "kwargs", {}).get("slug")
+    slug = project_slug(request)
     current = Project.objects.filter(slug=slug).first() if slug else None
     role = user_role(request.user, current) if current else None
     if role is None:

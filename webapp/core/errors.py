@@ -7,11 +7,11 @@ Set as Django's handler400/403/404/500 in `webapp/urls.py`; middleware answering
 from __future__ import annotations
 
 import logging
-import re
 
 from django.http import HttpResponse, JsonResponse
 from django.template import loader
 
+from webapp.core.context_processors import project_slug
 from webapp.core.models import Invitation
 from webapp.core.services import invitations_for
 
@@ -19,7 +19,6 @@ logger = logging.getLogger(__name__)
 
 TITLES = {400: "Bad request", 403: "Not allowed", 404: "Page not found", 413: "Too large",
           500: "Something went wrong"}
-_PROJECT_PATH = re.compile(r"^/p/(?P<slug>[-\w]+)/")
 
 
 def _wants_json(request) -> bool:
@@ -63,7 +62,7 @@ def _open_invitation(request) -> Invitation | None:
     """The invitation waiting for the signed-in user to the project the missing page is in: someone invited
     who follows a link into the project before accepting sees the invitation, not a dead end."""
     user = getattr(request, "user", None)
-    match = _PROJECT_PATH.match(request.path)
-    if match is None or user is None or not user.is_authenticated:
+    slug = project_slug(request)
+    if slug is None or user is None or not user.is_authenticated:
         return None
-    return invitations_for(user).filter(project__slug=match["slug"]).first()
+    return invitations_for(user).filter(project__slug=slug).first()

@@ -25,6 +25,15 @@ class MemberForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices)
 
 
+class JoinForm(forms.Form):
+    """The password of an account created from an invitation's link (the username is the invitation's)."""
+
+    password1 = forms.CharField(label="Password", strip=False,
+                                widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}))
+    password2 = forms.CharField(label="The password again", strip=False,
+                                widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}))
+
+
 class ProjectSettingsForm(forms.Form):
     review_overlap = forms.IntegerField(min_value=1, max_value=10, label="Reviewers per pair (overlap)")
     review_blind = forms.BooleanField(required=False,

@@ -9,9 +9,9 @@ from webapp.core.errors import error_response
 
 logger = logging.getLogger(__name__)
 
-# Paths reachable without a session: the login page, static assets and the token-authenticated API
-# (the API answers 401/403 itself).
-_OPEN_PREFIXES = ("/login/", "/static/", "/api/", "/healthz", "/admin/login/")
+# Paths reachable without a session: the login page, static assets, the token-authenticated API (the API
+# answers 401/403 itself) and invitation links (someone invited may not have an account yet).
+_OPEN_PREFIXES = ("/login/", "/static/", "/api/", "/healthz", "/admin/login/", "/join/")
 # ...except the API's browsable docs, a page: to the login form (the schema itself answers 401).
 _CLOSED_PREFIXES = ("/api/docs/",)
 

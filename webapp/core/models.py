@@ -71,13 +71,17 @@ class Membership(TimeStampedModel):
 class Invitation(TimeStampedModel):
     """An admin's invitation of a username into a project; membership starts only when that user accepts.
 
-    Stored by username whether or not such an account exists, so inviting tells nobody which accounts do."""
+    Stored by username whether or not such an account exists, so inviting tells a project admin nothing about
+    which accounts do; its link lets the person invited create the account when there is none."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="invitations")
     username = models.CharField(max_length=150)
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
     invited_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    # SHA-256 of the secret in the invitation's link (/join/<secret>/), which is shown once to the admin: whoever
+    # opens it signs in as `username`, or creates that account if there is none, and joins.
+    token_hash = models.CharField(max_length=64, blank=True, db_index=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "username"], name="unique_invitation")]

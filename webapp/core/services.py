@@ -1,12 +1,17 @@
-"""Project and membership services (keyword-only, validated, audited)."""
+"""Project and membership services (keyword-only, validated, audited): projects, members, invitations and the
+accounts people create from an invitation's link."""
 from __future__ import annotations
 
+import hashlib
+import secrets
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.contrib.auth.password_validation import validate_password
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -54,13 +59,20 @@ class MemberOutcome:
     message: str
     membership: Membership | None = None  # a member's role was changed
     invitation: Invitation | None = None  # anyone else was invited
+    join_token: str = ""  # the secret of the invitation's link, shown to the admin once
+
+
+def can_see_accounts(user) -> bool:
+    """Staff see which accounts exist (they manage them in the admin too); a project admin is not told."""
+    return bool(getattr(user, "is_staff", False))
 
 
 @transaction.atomic
 def member_add(*, actor, project: Project, username: str, role: str) -> MemberOutcome:
-    """Change a member's role, or invite a username (nobody joins without accepting).
+    """Change a member's role, or invite a username (nobody joins without accepting) with a link to send them.
 
-    The answer for a username that is not a member is the same whether or not such an account exists."""
+    The link lets the person sign in as that username, or create the account when there is none, and join. To a
+    project admin the answer is the same whether or not such an account exists; staff are told which it is."""
     username = username.strip()
     if not username:
         raise ApplicationError("Enter a username.", field="username")
@@ -69,12 +81,93 @@ def member_add(*, actor, project: Project, username: str, role: str) -> MemberOu
     membership = Membership.objects.select_related("user").filter(project=project, user__username=username).first()
     if membership is not None:
         return MemberOutcome(f"{username} is now {role}.", membership=_member_role_set(actor, membership, role))
+    _check_account_name(username)
     invitation, _ = Invitation.objects.update_or_create(project=project, username=username,
                                                         defaults={"role": role, "invited_by": actor})
+    token = _new_join_token(invitation)
     audit(actor=actor, action="member.invite", project=project, obj=invitation,
           summary=f"Invited {username} as {role}", after={"username": username, "role": role})
-    return MemberOutcome(f"{username} is invited as {role}: if that account exists, the invitation waits on its "
-                         "home page until it is accepted.", invitation=invitation)
+    message = (f"{username} is invited as {role}. Send them the link below: it lets them sign in as {username} — "
+               "or create that account if there is none yet — and join.")
+    if can_see_accounts(actor):
+        exists = get_user_model().objects.filter(username=username).exists()
+        message += (f" An account named {username} exists: it also finds the invitation on its home page."
+                    if exists else f" There is no account named {username} yet: the link creates it.")
+    return MemberOutcome(message, invitation=invitation, join_token=token)
+
+
+def _check_account_name(username: str) -> None:
+    """An invitation is for a name an account can have: one that can never exist is refused now."""
+    field = get_user_model()._meta.get_field("username")
+    try:
+        field.run_validators(username)
+    except ValidationError as exc:
+        raise ApplicationError(f"'{username}' cannot be an account name: {' '.join(exc.messages)}",
+                               field="username") from None
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _new_join_token(invitation: Invitation) -> str:
+    """A fresh secret for the invitation's link; the one before it stops working."""
+    token = secrets.token_urlsafe(24)
+    invitation.token_hash = _token_hash(token)
+    invitation.save(update_fields=["token_hash", "updated_at"])
+    return token
+
+
+@transaction.atomic
+def invitation_link_renew(*, actor, project: Project, invitation_id: int) -> tuple[Invitation, str]:
+    """A new link for an open invitation (the old link stops working; the 14 days start again)."""
+    invitation = Invitation.objects.select_for_update().filter(project=project, pk=invitation_id).first()
+    if invitation is None:
+        raise ApplicationError("This invitation is not open (any more).")
+    token = _new_join_token(invitation)
+    audit(actor=actor, action="member.invite_link", project=project, obj=invitation,
+          summary=f"New invitation link for {invitation.username}")
+    return invitation, token
+
+
+def invitation_by_token(token: str) -> Invitation | None:
+    """The open invitation whose link holds `token`."""
+    if not token:
+        return None
+    return (Invitation.objects.filter(token_hash=_token_hash(token),
+                                      updated_at__gte=timezone.now() - INVITATION_VALID)
+            .select_related("project", "invited_by").first())
+
+
+@transaction.atomic
+def join_with_new_account(*, token: str, password1: str, password2: str):
+    """Create the invited account from the invitation's link and join the project with the invited role.
+
+    Returns (user, membership). Only while no account of that name exists: one that does signs in instead."""
+    User = get_user_model()
+    found = invitation_by_token(token)
+    invitation = Invitation.objects.select_for_update(of=("self",)).filter(pk=found.pk).first() if found else None
+    if invitation is None:
+        raise ApplicationError("This invitation link is not valid any more. Ask the project's admin for a new one.")
+    username = invitation.username
+    if User.objects.filter(username=username).exists():
+        raise ApplicationError(f"An account named {username} exists already: sign in as {username} to join.")
+    if password1 != password2:
+        raise ApplicationError("The two passwords differ.", field="password2")
+    try:
+        validate_password(password1, user=User(username=username))
+    except ValidationError as exc:
+        raise ApplicationError(" ".join(exc.messages), field="password1") from None
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(username=username, password=password1)
+    except IntegrityError:  # created at this very moment by a second click
+        raise ApplicationError(f"An account named {username} exists already: sign in as {username} to join.") \
+            from None
+    inviter = invitation.invited_by.username if invitation.invited_by else "an admin"
+    audit(actor=user, action="account.create", project=invitation.project, obj=user,
+          summary=f"{username} created their account from an invitation by {inviter}")
+    return user, _accept(invitation, user)
 
 
 def _member_role_set(actor, membership: Membership, role: str) -> Membership:
@@ -101,16 +194,19 @@ def invitation_answer(*, user, invitation_id: int, accept: bool) -> Membership |
     invitation = invitations_for(user).select_for_update(of=("self",)).filter(pk=invitation_id).first()
     if invitation is None:
         raise ApplicationError("This invitation is not open (any more).")
-    project = invitation.project
-    membership = None
     if accept:
-        membership, created = Membership.objects.get_or_create(project=project, user=user,
-                                                               defaults={"role": invitation.role})
-        audit(actor=user, action="member.accept", project=project, obj=membership,
-              summary=f"{user.get_username()} joined as {membership.role}", after={"role": membership.role})
-    else:
-        audit(actor=user, action="member.decline", project=project, obj=invitation,
-              summary=f"{user.get_username()} declined the invitation")
+        return _accept(invitation, user)
+    audit(actor=user, action="member.decline", project=invitation.project, obj=invitation,
+          summary=f"{user.get_username()} declined the invitation")
+    invitation.delete()
+    return None
+
+
+def _accept(invitation: Invitation, user) -> Membership:
+    project = invitation.project
+    membership, _ = Membership.objects.get_or_create(project=project, user=user, defaults={"role": invitation.role})
+    audit(actor=user, action="member.accept", project=project, obj=membership,
+          summary=f"{user.get_username()} joined as {membership.role}", after={"role": membership.role})
     invitation.delete()
     return membership
 

@@ -8,6 +8,7 @@ project_patterns = [
     path("members/", views.members, name="members"),
     path("members/<int:pk>/remove/", views.member_remove, name="member-remove"),
     path("invitations/<int:pk>/revoke/", views.invitation_revoke, name="invitation-revoke"),
+    path("invitations/<int:pk>/link/", views.invitation_link, name="invitation-link"),
     path("settings/", views.project_settings, name="project-settings"),
     path("audit/", views.audit_log, name="audit-log"),
     path("datasets/", include("webapp.datasets.urls")),
@@ -22,5 +23,6 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("invitations/<int:pk>/<str:answer>/", views.invitation_answer, name="invitation-answer"),
+    path("join/<str:token>/", views.join, name="join"),
     path("p/<slug:slug>/", include(project_patterns)),
 ]
