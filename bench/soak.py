@@ -285,11 +285,12 @@ def worker_killer(stop: threading.Event, tally: Tally, var: Path, at_s: float, r
     if stop.wait(at_s):
         return
     beats = var / "heartbeats"
-    fresh = [p for p in beats.glob("*") if not p.name.startswith(".") and time.time() - p.stat().st_mtime < 15]
+    fresh = [p for p in beats.glob("*") if not p.name.startswith(".") and time.time() - p.stat().st_mtime < 15
+             and "cpu" in (json.loads(p.read_text()).get("queues") or [])]  # the cpu worker (not usercode)
     if not fresh:
         result["worker_kill"] = "no live worker to kill"
         return
-    pid = json.loads(fresh[0].read_text())["pid"]
+    name, pid = fresh[0].name, json.loads(fresh[0].read_text())["pid"]
     os.kill(pid, signal.SIGKILL)
     killed_at = time.time()
     tally.add("workers_killed")
@@ -299,7 +300,7 @@ def worker_killer(stop: threading.Event, tally: Tally, var: Path, at_s: float, r
                 info = json.loads(p.read_text())
             except (OSError, ValueError):
                 continue
-            if info.get("pid") != pid and info.get("at", 0) > killed_at:
+            if p.name == name and info.get("pid") != pid and info.get("at", 0) > killed_at:
                 result["worker_back_after_s"] = round(time.time() - killed_at, 1)
                 return
     result["worker_back_after_s"] = None

@@ -135,41 +135,62 @@ def _database_url_for_current_connection() -> str:
     return f"postgres://{auth}@{s['HOST'] or '127.0.0.1'}:{s['PORT'] or 5432}/{s['NAME']}"
 
 
-@pytest.fixture
-def celery_worker_proc(transactional_db, tmp_path, settings):
-    """A real Celery worker process (queues cpu and gpu) on the configured broker and the test database.
+WORKER_QUEUES = ("cpu,gpu", "usercode")  # as ./run and docker-compose: user reward code in its own worker
 
-    Tests that use it must commit their data (transactional_db) so the worker can see it.
-    """
-    import os
+
+def start_celery_workers(settings, log: Path, queues=WORKER_QUEUES, extra_env: dict | None = None) -> list:
+    """Real Celery worker processes (one per entry of `queues`, solo pool) on the configured broker and the
+    test database, all logging to `log`; returns their Popens once every one says "ready."."""
     import subprocess
     import sys
     import time
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     env = dict(os.environ)
     env.update(DATABASE_URL=_database_url_for_current_connection(), PYTHONUNBUFFERED="1",
-               RUNS_ROOT=str(settings.RUNS_ROOT), MODELS_ROOT=str(settings.MODELS_ROOT))
-    log = tmp_path / "worker.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "jobs", "worker", "-Q", "cpu,gpu", "--pool=solo",
-             "--concurrency=1", "-l", "info", "--without-heartbeat", "--without-mingle", "--without-gossip",
-             "-n", f"test-{os.getpid()}@%h"],
-            cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.time() + 60
-    while time.time() < deadline and b"ready." not in log.read_bytes():
-        if proc.poll() is not None:
+               RUNS_ROOT=str(settings.RUNS_ROOT), MODELS_ROOT=str(settings.MODELS_ROOT), **(extra_env or {}))
+    procs = []
+    with open(log, "ab") as fh:  # started together: each takes seconds to import the app
+        for q in queues:
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "celery", "-A", "jobs", "worker", "-Q", q, "--pool=solo",
+                 "--concurrency=1", "-l", "info", "--without-heartbeat", "--without-mingle", "--without-gossip",
+                 "-n", f"test-{q.split(',')[0]}-{os.getpid()}@%h"],
+                cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True))
+    deadline = time.time() + 120
+    while time.time() < deadline and log.read_bytes().count(b"ready.") < len(procs):
+        if any(p.poll() is not None for p in procs):
+            stop_celery_workers(procs)
             raise RuntimeError("celery worker exited early:\n" + log.read_text())
         time.sleep(0.2)
-    proc.log_path = log
-    yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    for p in procs:
+        p.log_path = log
+    return procs
+
+
+def stop_celery_workers(procs) -> None:
+    import subprocess
+
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+@pytest.fixture
+def celery_worker_proc(transactional_db, tmp_path, settings):
+    """Real Celery workers, as ./run has them: one on the cpu and gpu queues, one on the usercode queue (user
+    reward code). Returns the first (`.log_path`: both workers' log; `.usercode`: the second).
+
+    Tests that use it must commit their data (transactional_db) so the workers can see it.
+    """
+    procs = start_celery_workers(settings, tmp_path / "worker.log")
+    procs[0].usercode = procs[1]
+    yield procs[0]
+    stop_celery_workers(procs)
 
 
 @pytest.hookimpl(optionalhook=True)

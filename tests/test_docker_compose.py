@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_compose_declares_the_services_with_healthchecks_and_volumes():
     spec = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    assert set(spec["services"]) == {"db", "redis", "web", "worker", "worker-gpu", "beat"}
-    for name in ("db", "redis", "web", "worker", "worker-gpu"):
+    assert set(spec["services"]) == {"db", "redis", "web", "worker", "worker-usercode", "worker-gpu", "beat"}
+    for name in ("db", "redis", "web", "worker", "worker-usercode", "worker-gpu"):
         assert "healthcheck" in spec["services"][name], name
     gpu = spec["services"]["worker-gpu"]
     assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
@@ -39,7 +39,7 @@ def test_compose_file_validates():
 # user, masked /proc paths): there the sandbox refuses under each, and works once they are lifted, which is
 # what these options do.
 SANDBOX_OPTS = {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"}
-RUNS_REWARD_CODE = ("web", "worker", "worker-gpu")  # probes at launch, test-runs and re-scores, training
+RUNS_REWARD_CODE = ("web", "worker", "worker-usercode", "worker-gpu")  # launch probes, training, test-runs
 
 
 def _user(dockerfile: Path) -> str:
@@ -64,3 +64,10 @@ def test_the_images_install_bubblewrap_and_run_the_app_as_an_unprivileged_user()
         assert re.search(r"apt-get install[^\n]*\bbubblewrap\b", text), dockerfile.name
         assert _user(dockerfile) not in ("root", "0"), dockerfile.name  # never root: bwrap makes a user namespace
         assert text.index("USER ") < text.rindex("CMD "), dockerfile.name
+
+
+def test_users_reward_code_has_its_own_worker_and_the_cpu_worker_never_takes_it():
+    spec = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    queues = {name: svc["command"][svc["command"].index("-Q") + 1].split(",")
+              for name, svc in spec["services"].items() if "-Q" in (svc.get("command") or [])}
+    assert queues == {"worker": ["cpu"], "worker-usercode": ["usercode"], "worker-gpu": ["gpu"]}

@@ -250,8 +250,11 @@ REWARD_BATCH_TIME_LIMIT_S = envfloat("REWARD_BATCH_TIME_LIMIT_S", 120.0)
 REWARD_MEMORY_MB = envint("REWARD_MEMORY_MB", 1024)
 # Sandboxes a test-run scores with at once (0: min(CPU cores, 4)).
 REWARD_TEST_RUN_WORKERS = envint("REWARD_TEST_RUN_WORKERS", 0)
-# Test-runs run on a worker; a user may have this many queued or running at once.
+# Test-runs run on a worker (the usercode queue); a user may have this many queued or running at once, a
+# project this many, and one test-run's reward code (loading and scoring) this many seconds of wall clock.
 REWARD_TEST_RUNS_PER_USER = envint("REWARD_TEST_RUNS_PER_USER", 2)
+REWARD_TEST_RUNS_PER_PROJECT = envint("REWARD_TEST_RUNS_PER_PROJECT", 4)
+REWARD_TEST_RUN_TIME_LIMIT_S = envfloat("REWARD_TEST_RUN_TIME_LIMIT_S", 20.0)
 
 # Production hardening (passes `manage.py check --deploy` with HTTPS=true). HTTPS says the site is
 # served over TLS (directly or behind a proxy that sets X-Forwarded-Proto): secure cookies, HSTS.

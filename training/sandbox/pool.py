@@ -127,20 +127,22 @@ class SandboxPool:
         _check_keys(out)
         return out
 
-    def iter_scores(self, items: Iterable[Mapping[str, Any]]) -> Iterator[ScoreResult]:
-        """Yield one ScoreResult per item, in order, a shard at a time as the shards finish."""
+    def iter_scores(self, items: Iterable[Mapping[str, Any]], *,
+                    deadline: float | None = None) -> Iterator[ScoreResult]:
+        """Yield one ScoreResult per item, in order, a shard at a time as the shards finish; `deadline`
+        (time.monotonic()) ends the batch sooner than batch_time_limit_s would (a test-run's wall clock)."""
         items = items if isinstance(items, list) else list(items)
         if self.size == 1:
-            yield from self.members[0].iter_scores(items)
+            yield from self.members[0].iter_scores(items, deadline=deadline)
             return
         ref: list[Any] = [None, None]  # (index, keys) of the batch's first scored sample
         base = 0
-        for part in self._shard_results(items):
+        for part in self._shard_results(items, deadline):
             for res in part:
                 yield _checked(_shifted(res, base), ref)
             base += len(part)
 
-    def _shard_results(self, items: list[Mapping[str, Any]]) -> Iterator[ScoreBatch]:
+    def _shard_results(self, items: list[Mapping[str, Any]], until: float | None = None) -> Iterator[ScoreBatch]:
         """Each shard's ScoreBatch, in order, while the members score the later ones."""
         for k, it in enumerate(items):
             if not isinstance(it, Mapping):
@@ -154,6 +156,7 @@ class SandboxPool:
                 self.start()
             assert self._threads is not None
             deadline = time.monotonic() + self.limits.batch_time_limit_s
+            deadline = deadline if until is None else min(deadline, until)
             results: list[Future] = [Future() for _ in parts]
             state = {"next": 0, "stop": False}
             claim = threading.Lock()

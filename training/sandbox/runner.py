@@ -126,12 +126,13 @@ class RewardSandbox:
                 out.add(chunk)
         return out
 
-    def iter_scores(self, items: Iterable[Mapping[str, Any]]) -> Iterator[ScoreResult]:
-        """Yield one ScoreResult per item, in order, as they are computed."""
+    def iter_scores(self, items: Iterable[Mapping[str, Any]], *,
+                    deadline: float | None = None) -> Iterator[ScoreResult]:
+        """Yield one ScoreResult per item, in order, as they are computed (`deadline`: as in score_batch)."""
         items = items if isinstance(items, list) else list(items)
         out = ScoreBatch()
         with self._lock:
-            for chunk in self._run(items):
+            for chunk in self._run(items, deadline=deadline):
                 start = len(out)
                 out.add(chunk)
                 for i in range(start, len(out)):

@@ -26,6 +26,22 @@ BUILD_BUNDLE = "jobs.tasks.build_bundle"
 CAPTURE_STACKS = "jobs.tasks.capture_stacks"
 
 
-def enqueue(task: str, *args: int, queue: str = "cpu", countdown: float | None = None) -> None:
-    """Send `task(*args)` to `queue` (after `countdown` seconds when given)."""
-    current_app.send_task(task, args=list(args), queue=queue, countdown=countdown)
+CPU_QUEUE = "cpu"  # launches, syncs, imports, exports, arenas: the app's own work
+GPU_QUEUE = "gpu"
+# Tasks that run users' reward code (in the sandbox) have their own queue and worker, so a reward that never
+# returns holds up other reward code at worst, never a launch, an import or a sync (jobs/celery.py routes them
+# there by default too; `./run`, docker-compose and the tests' worker fixture consume it in its own process).
+USER_CODE_QUEUE = "usercode"
+USER_CODE_TASKS = frozenset({RUN_REWARD_TEST, RUN_REWARD_PROBES, RESCORE_RUN, RUN_JUDGE, ZERO_SIGNAL,
+                             EVALUATE_CHECKPOINT})
+
+
+def queue_for(task: str, queue: str = CPU_QUEUE) -> str:
+    """The queue `task` goes to when asked for `queue`: user code never goes to the cpu queue."""
+    return USER_CODE_QUEUE if task in USER_CODE_TASKS and queue == CPU_QUEUE else queue
+
+
+def enqueue(task: str, *args: int, queue: str = CPU_QUEUE, countdown: float | None = None) -> None:
+    """Send `task(*args)` to `queue` (the user-code queue instead of cpu for USER_CODE_TASKS), after
+    `countdown` seconds when given."""
+    current_app.send_task(task, args=list(args), queue=queue_for(task, queue), countdown=countdown)

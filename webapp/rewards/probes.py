@@ -24,7 +24,7 @@ from django.utils import timezone
 
 from training.reward_probes import SCALES, SUITE_VERSION, LowRule, Probe, builtin_probes, judge
 from webapp.core.audit import audit
-from webapp.core.queue import RUN_REWARD_PROBES, enqueue
+from webapp.core.queue import RUN_REWARD_PROBES, USER_CODE_QUEUE, enqueue
 from webapp.core.services import ApplicationError
 from webapp.rewards import samples as sample_lib
 from webapp.rewards.models import ProbeRunState, RewardFunction, RewardProbe, RewardProbeRun, RewardVersion
@@ -160,7 +160,7 @@ def probe_run_request(*, version: RewardVersion, trigger: str, user=None) -> Rew
 
 
 def _enqueue(run_id: int) -> None:
-    enqueue(RUN_REWARD_PROBES, run_id, queue="cpu")
+    enqueue(RUN_REWARD_PROBES, run_id, queue=USER_CODE_QUEUE)
 
 
 def probe_run_execute(*, run_id: int) -> RewardProbeRun | None:

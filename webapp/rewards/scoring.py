@@ -19,12 +19,13 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import connection, models, transaction
 from django.utils import timezone
 
 from training.reward_mix import mix, usable
 from webapp.core.audit import audit
-from webapp.core.queue import RUN_REWARD_TEST, enqueue
+from webapp.core.models import Project
+from webapp.core.queue import RUN_REWARD_TEST, USER_CODE_QUEUE, enqueue
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetRow, VersionStatus
 from webapp.rewards import samples as sample_lib
@@ -33,8 +34,9 @@ from webapp.rewards.models import RewardFunction, RewardTestRun, RewardTestRunSt
 from webapp.rewards.sandbox_status import REFUSED
 from webapp.rewards.services import SOURCE_MAX_CHARS, _check_entry_point
 
-# A test-run is interactive: it gets the per-call limit of training but a shorter batch limit.
-TEST_RUN_BATCH_LIMIT_S = 60.0
+# Scoring for the web app (re-scores, probes) gets training's per-call limit but a shorter batch limit; a
+# test-run's reward code (loading and scoring) gets REWARD_TEST_RUN_TIME_LIMIT_S of wall clock in all.
+BATCH_LIMIT_S = 60.0
 SPLITS = ("", "train", "val")
 TRACEBACK_KEEP = 8000
 PROGRESS_EVERY_S = 0.5
@@ -43,12 +45,18 @@ SLOWEST_SHOWN = 5  # the test-run page names this many slowest samples
 STALE_AFTER = timedelta(minutes=10)
 
 
-def sandbox_limits():
+def sandbox_limits(wall_s: float | None = None):
+    """The sandbox limits of scoring for the web app; `wall_s` caps loading and each batch (a test-run's)."""
     from training.sandbox import SandboxLimits
 
-    return SandboxLimits(time_limit_s=float(settings.REWARD_TIME_LIMIT_S),
-                         batch_time_limit_s=min(float(settings.REWARD_BATCH_TIME_LIMIT_S), TEST_RUN_BATCH_LIMIT_S),
-                         memory_mb=int(settings.REWARD_MEMORY_MB))
+    batch = min(float(settings.REWARD_BATCH_TIME_LIMIT_S), BATCH_LIMIT_S, wall_s or BATCH_LIMIT_S)
+    load = min(SandboxLimits.load_time_limit_s, wall_s or SandboxLimits.load_time_limit_s)
+    return SandboxLimits(time_limit_s=min(float(settings.REWARD_TIME_LIMIT_S), batch), batch_time_limit_s=batch,
+                         load_time_limit_s=load, memory_mb=int(settings.REWARD_MEMORY_MB))
+
+
+def test_run_time_limit() -> float:
+    return max(1.0, float(settings.REWARD_TEST_RUN_TIME_LIMIT_S))
 
 
 def sandbox_hidden_paths() -> list[str]:
@@ -98,24 +106,26 @@ def _clip_extra(extra: dict) -> dict:
 
 
 def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sample_lib.Sample],
-                  on_progress: Callable[[int], None] | None = None, limits=None) -> Scored:
+                  on_progress: Callable[[int], None] | None = None, limits=None, wall_s: float | None = None) -> Scored:
     """Run `samples` through the sandbox in one batch and summarise; a load failure is reported, not raised.
 
     `on_progress(done)` is called every PROGRESS_EVERY_S while results come in; `limits` (a SandboxLimits)
-    replaces the test-run limits (probes use shorter ones)."""
+    replaces the default limits (probes use shorter ones); `wall_s` caps loading and scoring together (a
+    test-run: the samples left when it is up fail with the reason)."""
     from training.sandbox import RewardLoadError, SandboxError, SandboxPool, SandboxUnavailable
 
     out = Scored(mode=mode)
     started = time.perf_counter()
+    deadline = time.monotonic() + wall_s if wall_s else None
     scored = []
     try:
         # exact_timing: a test-run shows each sample's time, so an outlier must not hide in a group's mean
-        with SandboxPool(source, name=entry_point, limits=limits or sandbox_limits(),
+        with SandboxPool(source, name=entry_point, limits=limits or sandbox_limits(wall_s),
                          hidden_paths=sandbox_hidden_paths(), exact_timing=True,
                          size=int(settings.REWARD_TEST_RUN_WORKERS) or None) as sandbox:
             out.isolation = sandbox.mode
             report_at = time.monotonic() + PROGRESS_EVERY_S
-            for res in sandbox.iter_scores([s.item for s in samples]):
+            for res in sandbox.iter_scores([s.item for s in samples], deadline=deadline):
                 scored.append(res)
                 if on_progress is not None and time.monotonic() >= report_at:
                     on_progress(len(scored))
@@ -136,13 +146,19 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
             "i": res.index, "row_index": sample.row_index, "role": sample.role,
             "prompt": sample_lib.clip(sample.prompt, 500), "solution": sample_lib.clip(sample.item["solution_str"]),
             "ground_truth": sample_lib.clip(sample.item["ground_truth"], 500),
-            "score": _reward(res), "extra": _clip_extra(res.extra or {}), "error": res.error,
+            "score": _reward(res), "extra": _clip_extra(res.extra or {}), "error": _error(res.error, wall_s),
             "traceback": (res.traceback or "")[-TRACEBACK_KEEP:] or None, "lineno": res.lineno,
             "duration_ms": round(res.duration_ms, 3),
             **({"stored_score": sample.meta["stored_score"]} if "stored_score" in sample.meta else {}),
         })
     out.summary = _summary(mode, out.results, out.duration_ms)
     return out
+
+
+def _error(error: str | None, wall_s: float | None) -> str | None:
+    if wall_s and error and error.startswith("the batch took longer than"):  # the test-run's clock ran out
+        return f"not scored: the test-run took longer than {wall_s:g} s (REWARD_TEST_RUN_TIME_LIMIT_S)"
+    return error
 
 
 def _reward(res) -> float | None:
@@ -244,22 +260,30 @@ def prepare_any(*, project, dataset_version=None, split: str = "", limit: int | 
 
 
 def _enqueue(run_id: int) -> None:
-    enqueue(RUN_REWARD_TEST, run_id, queue="cpu")
+    enqueue(RUN_REWARD_TEST, run_id, queue=USER_CODE_QUEUE)
 
 
-def _check_user_limit(user) -> None:
-    """At most REWARD_TEST_RUNS_PER_USER queued or running test-runs per user (the user row is locked,
-    so two requests at once cannot both take the last slot); stale ones are closed as lost."""
+def _check_active_limits(user, project) -> None:
+    """At most REWARD_TEST_RUNS_PER_PROJECT queued or running test-runs per project and
+    REWARD_TEST_RUNS_PER_USER per user (their rows are locked, project first, so two requests at once
+    cannot both take the last slot); stale ones are closed as lost."""
+    active_states = (RewardTestRunState.QUEUED, RewardTestRunState.RUNNING)
+    mine = models.Q(function__project=project)
+    if getattr(user, "pk", None):
+        mine |= models.Q(created_by=user)
+    RewardTestRun.objects.filter(mine, state__in=active_states, created_at__lt=timezone.now() - STALE_AFTER).update(
+        state=RewardTestRunState.FAILED, finished_at=timezone.now(),
+        error="No worker finished this test-run (lost); run it again.")
+    Project.objects.select_for_update().filter(pk=project.pk).first()
+    limit = int(settings.REWARD_TEST_RUNS_PER_PROJECT)
+    if RewardTestRun.objects.filter(function__project=project, state__in=active_states).count() >= limit:
+        raise ApplicationError(f"This project already has {limit} test-run{'s' if limit != 1 else ''} queued or "
+                               "running; wait for one to finish.", field="source")
     if user is None or not getattr(user, "pk", None):
         return
     get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-    active = RewardTestRun.objects.filter(created_by=user, state__in=(RewardTestRunState.QUEUED,
-                                                                      RewardTestRunState.RUNNING))
-    active.filter(created_at__lt=timezone.now() - STALE_AFTER).update(
-        state=RewardTestRunState.FAILED, finished_at=timezone.now(),
-        error="No worker finished this test-run (lost); run it again.")
     limit = int(settings.REWARD_TEST_RUNS_PER_USER)
-    if active.count() >= limit:
+    if RewardTestRun.objects.filter(created_by=user, state__in=active_states).count() >= limit:
         raise ApplicationError(f"You already have {limit} test-run{'s' if limit != 1 else ''} queued or running; "
                                "wait for one to finish.", field="source")
 
@@ -292,7 +316,7 @@ def reward_test_run_create(*, function: RewardFunction, user, source: str | None
                                         rollout_step=rollout_step, sample_model_id=sample_model_id)
     count = len(samples) if mode != "model" else len(_rows(dataset_version, split, limit or 20))
     with transaction.atomic():
-        _check_user_limit(user)
+        _check_active_limits(user, function.project)
         run = RewardTestRun.objects.create(
             function=function, version=version, source=source, sha256=sha, entry_point=entry_point,
             dataset_version=dataset_version if mode != "rollouts" else None, split=split, mode=mode,
@@ -326,7 +350,7 @@ def reward_test_run_execute(*, run_id: int) -> RewardTestRun | None:
             RewardTestRun.objects.filter(pk=run_id).update(done_count=done)
 
         scored = score_samples(source=run.source, entry_point=run.entry_point, mode=mode, samples=samples,
-                               on_progress=progress)
+                               on_progress=progress, wall_s=test_run_time_limit())
     with transaction.atomic():
         run.sample_count, run.done_count = len(samples), len(scored.results)
         if not scored.ok:

@@ -21,7 +21,7 @@ from training import ingest, rollouts
 from training.reward_mix import component_names, mix
 from training.rundir import RunDir, read_json
 from webapp.core.audit import audit
-from webapp.core.queue import RESCORE_RUN, enqueue
+from webapp.core.queue import RESCORE_RUN, USER_CODE_QUEUE, enqueue
 from webapp.core.services import ApplicationError
 from webapp.rewards.models import RewardVersion
 from webapp.rewards.samples import Sample
@@ -106,7 +106,7 @@ def rescore_create(*, job: Job, user, version, steps: list[int] | None = None, c
               summary=f"Re-score of {job.name} ({count} samples, {len(wanted)} steps) with {version}"
                       + (f" in place of {component}" if component else ""))
         if queue:
-            transaction.on_commit(lambda: enqueue(RESCORE_RUN, rescore.pk, queue="cpu"))
+            transaction.on_commit(lambda: enqueue(RESCORE_RUN, rescore.pk, queue=USER_CODE_QUEUE))
     return rescore
 
 
