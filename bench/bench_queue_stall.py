@@ -11,7 +11,7 @@ database) once the first hostile test-run is running. The delay of a ping is fro
 (a) before: one worker on the cpu queue; test-runs go to the cpu queue and get 60 s of wall clock (the old
     layout and limit, as the audit measured it: a ping waited 57 s);
 (b) after: a cpu worker and a usercode worker; test-runs go to the usercode queue (REWARD_TEST_RUN_TIME_LIMIT_S,
-    20 s by default).
+    30 s by default).
 """
 from __future__ import annotations
 
@@ -141,7 +141,7 @@ def main() -> int:
     results = [
         leg("before", layout=["cpu"], test_run_queue="cpu", wall_s=60.0, hostile=args.hostile, pings=args.pings,
             workdir=workdir),
-        leg("after", layout=["cpu", "usercode"], test_run_queue="usercode", wall_s=20.0, hostile=args.hostile,
+        leg("after", layout=["cpu", "usercode"], test_run_queue="usercode", wall_s=30.0, hostile=args.hostile,
             pings=args.pings, workdir=workdir),
     ]
     for r in results:

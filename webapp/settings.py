@@ -254,7 +254,7 @@ REWARD_TEST_RUN_WORKERS = envint("REWARD_TEST_RUN_WORKERS", 0)
 # project this many, and one test-run's reward code (loading and scoring) this many seconds of wall clock.
 REWARD_TEST_RUNS_PER_USER = envint("REWARD_TEST_RUNS_PER_USER", 2)
 REWARD_TEST_RUNS_PER_PROJECT = envint("REWARD_TEST_RUNS_PER_PROJECT", 4)
-REWARD_TEST_RUN_TIME_LIMIT_S = envfloat("REWARD_TEST_RUN_TIME_LIMIT_S", 20.0)
+REWARD_TEST_RUN_TIME_LIMIT_S = envfloat("REWARD_TEST_RUN_TIME_LIMIT_S", 30.0)
 
 # Production hardening (passes `manage.py check --deploy` with HTTPS=true). HTTPS says the site is
 # served over TLS (directly or behind a proxy that sets X-Forwarded-Proto): secure cookies, HSTS.

@@ -34,14 +34,18 @@ def test_only_fresh_heartbeats_count(beats):
 @pytest.mark.worker
 def test_a_real_worker_beats_while_it_runs_and_stops_when_it_stops(beats, request):
     proc = request.getfixturevalue("celery_worker_proc")
-    deadline = time.time() + 20
-    while time.time() < deadline and not workers.live_workers():
+    deadline = time.time() + 60
+    while time.time() < deadline and len(workers.live_workers()) < 2:
         time.sleep(0.2)
-    names = workers.live_workers()
-    assert len(names) == 1 and names[0].startswith("test-"), proc.log_path.read_text()[-2000:]
+    names = workers.live_workers()  # the cpu,gpu worker and the usercode worker, each with its own heartbeat
+    assert len(names) == 2 and all(n.startswith("test-") for n in names), proc.log_path.read_text()[-2000:]
+    assert {tuple(w["queues"]) for w in workers.live_worker_info()} == {("cpu", "gpu"), ("usercode",)}
+    assert {w["sandbox"]["mode"] for w in workers.live_worker_info()} == {"bubblewrap"}
+    names = [n for n in names if n.startswith("test-cpu-")]
     first = (beats / names[0]).stat().st_mtime
     time.sleep(2.5)
     assert (beats / names[0]).stat().st_mtime > first  # it keeps beating
-    proc.terminate()
-    proc.wait(timeout=30)
+    for p in (proc, proc.usercode):
+        p.terminate()
+        p.wait(timeout=30)
     assert workers.live_workers() == []
