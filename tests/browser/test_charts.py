@@ -37,7 +37,7 @@ def test_constant_and_fraction_series(page, live_server, engineer, seeded, shot)
         MetricPoint(job=job, step=s, name=name, value=value, wall_time=1.7e9 + s)
         for s in range(1, 21) for name, value in (("actor/lr", 1e-3), ("actor/pg_clipfrac", 0.0)))
     login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/acme/monitor/jobs/{job.pk}/")
+    page.goto(f"{live_server.url}/p/acme/jobs/{job.pk}/")
     page.wait_for_function("document.getElementById('chart-clipfrac') && "
                            "document.querySelector('#chart-lr .ytick text')")
     page.wait_for_function("document.querySelector('#chart-clipfrac .ytick text')")

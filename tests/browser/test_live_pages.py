@@ -58,9 +58,10 @@ def test_metric_picker_and_progress_step_follow_the_run(page, live_server, proje
     page.wait_for_selector("#chart-m_custom_answer_len .main-svg")
     assert "custom/answer_len" not in page.evaluate(PICKER_JS)
 
-    # The monitor's own page: its header's last step follows the run too.
+    # The old monitor address opens the same page, whose step follows the run too.
     page.goto(f"{live_server.url}/p/acme/monitor/jobs/{job.pk}/")
-    assert page.locator("#mon-last-step").inner_text() == "12"
+    page.wait_for_url(f"{live_server.url}/p/acme/jobs/{job.pk}/**")
+    page.wait_for_function("document.getElementById('job-step').textContent === '12'", timeout=20_000)
     _log(job, 13, 15)
-    page.wait_for_function("document.getElementById('mon-last-step').textContent === '15'", timeout=20_000)
+    page.wait_for_function("document.getElementById('job-step').textContent === '15'", timeout=20_000)
     page.wait_for_function(f"({REWARD_LAST_X_JS})() === 15", timeout=20_000)

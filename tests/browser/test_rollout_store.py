@@ -22,7 +22,7 @@ def test_the_run_page_draws_each_reward_component_next_to_the_optimised_total(pa
     from webapp.runs.models import MetricPoint
 
     login(page, live_server, "erin", PASSWORD)
-    page.goto(f"{live_server.url}/p/acme/monitor/jobs/{trained.pk}/")
+    page.goto(f"{live_server.url}/p/acme/jobs/{trained.pk}/")
     page.wait_for_function("document.getElementById('chart-reward_errors') && "
                            "document.getElementById('chart-reward_errors').data && "
                            "document.getElementById('chart-reward_components').data")
@@ -53,7 +53,7 @@ def test_an_engineer_rescores_stored_samples_and_compares_old_and_new(page, live
     fn = RewardFunction.objects.get(project=project, name="exact-match")
     reward_version_save(function=fn, user=engineer, source=LENIENT_SOURCE, message="one off counts")
     login(page, live_server, "erin", PASSWORD)
-    page.goto(f"{live_server.url}/p/acme/monitor/jobs/{trained.pk}/")
+    page.goto(f"{live_server.url}/p/acme/jobs/{trained.pk}/")
     page.click("#rescore-link")
     page.get_by_label("Reward version").select_option(label="exact-match v2")
     page.get_by_label("Steps").fill("2-3")

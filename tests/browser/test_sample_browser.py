@@ -45,7 +45,7 @@ def test_browse_a_demo_runs_samples_across_steps(page, live_server, engineer, de
     tied = next(e.uid for e in first_page if sel.is_tie([last.entries[i].score for i in last.by_uid[e.uid]]))
 
     login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/acme/monitor/jobs/{job.pk}/")
+    page.goto(f"{live_server.url}/p/acme/jobs/{job.pk}/")
     page.get_by_role("tab", name="Samples").click()
     body = page.locator("#mon-samples-body")
     body.locator("[data-samples-summary]").wait_for()

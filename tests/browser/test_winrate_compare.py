@@ -38,7 +38,7 @@ def test_win_rate_chart_shows_wins_ties_losses_the_tie_rule_and_a_wide_interval(
     job = seeded.job
     _win_rate_points(job, [(10, (0, 4, 0)), (20, (1, 3, 0))])  # the demo: 1 of 4 right, 3 "both wrong"
     login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/acme/monitor/jobs/{job.pk}/")
+    page.goto(f"{live_server.url}/p/acme/jobs/{job.pk}/")
     page.wait_for_selector("#chart-win_rate .ytick text")
     note = page.locator("#note-win_rate")
     note.wait_for()

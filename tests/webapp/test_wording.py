@@ -18,7 +18,7 @@ def _job(project, state):
 def test_rollback_offers_to_stop_only_a_running_run(as_user, project, engineer, state, offered):
     job = _job(project, state)
     c = as_user(engineer)
-    html = c.get(f"/p/acme/monitor/jobs/{job.pk}/").content.decode()
+    html = c.get(f"/p/acme/jobs/{job.pk}/").content.decode()
     assert ("still running" in html) is offered and ('name="stop_parent"' in html) is offered
     confirm = c.get(f"/p/acme/monitor/jobs/{job.pk}/checkpoints/10/rollback/").content.decode()
     assert ("still running" in confirm) is offered

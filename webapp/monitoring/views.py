@@ -6,6 +6,7 @@ from pathlib import Path
 from django.contrib import messages
 from django.http import FileResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
@@ -14,7 +15,6 @@ from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
-from webapp.core.workers import worker_online
 from webapp.monitoring import selectors, services
 from webapp.monitoring.compare import compare_table, load_jobs
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
@@ -31,13 +31,13 @@ def _back(request, slug: str, job: Job):
     nxt = request.POST.get("next") or request.GET.get("next")
     if nxt and url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}):
         return redirect(nxt)
-    return redirect("monitor-job", slug=slug, job_id=job.pk)
+    return redirect("runs:detail", slug=slug, pk=job.pk)
 
 
 def job_monitor(request, slug, job_id):
-    access, job = _job(request, slug, job_id)
-    return render(request, "monitoring/job.html", {"project": access.project, "access": access, "job": job,
-                                                   "worker_online": worker_online()})
+    """The run page's old address: a run has one page (runs:detail), where this one now leads."""
+    _access, job = _job(request, slug, job_id)
+    return redirect("runs:detail", slug=slug, pk=job.pk, permanent=True)
 
 
 def checkpoints(request, slug, job_id):
@@ -46,7 +46,7 @@ def checkpoints(request, slug, job_id):
     access, job = _job(request, slug, job_id)
     back = request.GET.get("back") or ""
     if not (back.startswith("/") and url_has_allowed_host_and_scheme(back, allowed_hosts={request.get_host()})):
-        back = f"/p/{slug}/monitor/jobs/{job.pk}/"
+        back = reverse("runs:detail", args=[slug, job.pk])
     return render(request, "monitoring/_checkpoints_fragment.html",
                   {"project": access.project, "access": access, "job": job, "back": back})
 
@@ -108,7 +108,7 @@ def export_download(request, slug, job_id, step, export_id):
                             checkpoint__job=job, checkpoint__step=step)
     if not services.export_ready(exp):
         messages.error(request, f"The export of step {step} is not ready (or its checkpoint changed): export it again.")
-        return redirect("monitor-job", slug=slug, job_id=job.pk)
+        return redirect("runs:detail", slug=slug, pk=job.pk)
     return _zip_response(exp)
 
 

@@ -176,6 +176,8 @@ def _job_yaml_and_command(job: Job) -> tuple[str, str]:
     try:
         spec = json.loads(RunDir(run_dir).job_spec.read_text())
     except (OSError, ValueError):
+        if job.base_model is None:  # not launched by this app (nothing to rebuild job.json from)
+            return "# no job.json in the run directory\n", "# no command recorded for this run\n"
         spec = launch.job_spec(job, resume_from=job.resume_checkpoint.path if job.resume_checkpoint else None)
     attempt = launch.current_attempt(job)
     command = ""

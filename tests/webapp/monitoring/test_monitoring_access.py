@@ -24,7 +24,7 @@ def pages(s):
     base = f"/p/{s['slug']}/monitor"
     j = s["job"].pk
     return {
-        "viewer_get": [f"{base}/jobs/{j}/", f"{base}/jobs/{j}/samples/", f"{base}/jobs/{j}/checkpoints/",
+        "viewer_get": [f"/p/{s['slug']}/jobs/{j}/", f"{base}/jobs/{j}/samples/", f"{base}/jobs/{j}/checkpoints/",
                        f"{base}/compare/?jobs={j}",
                        f"{base}/human-evals/", f"{base}/human-evals/{s['task'].pk}/"],
         "reviewer_get": [f"{base}/human-evals/{s['task'].pk}/review/"],

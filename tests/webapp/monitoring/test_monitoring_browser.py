@@ -40,7 +40,7 @@ def test_job_monitor_live_zoom_samples_and_rollback(page, live_server, launched_
                        "win": 1.0}])
 
     login(page, live_server, "erin", PASSWORD)
-    page.goto(f"{live_server.url}/p/acme/monitor/jobs/{job.pk}/")
+    page.goto(f"{live_server.url}/p/acme/jobs/{job.pk}/")
     page.wait_for_function("document.getElementById('chart-kl') && document.getElementById('chart-kl').data")
     page.wait_for_function("document.getElementById('mon-status').textContent.includes('step 20000')")
     # the spike survives downsampling and the guard threshold is drawn

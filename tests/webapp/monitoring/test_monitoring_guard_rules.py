@@ -114,7 +114,7 @@ def test_the_run_page_and_the_live_poll_show_each_rules_state(make_job, points, 
                                                {"rule": "entropy_collapse", "warmup": 50}]}
     job = make_job(config=cfg)
     after_sync(job, points(job, "actor/kl_loss", [0.01, 0.5]) + points(job, "actor/entropy", [1.0, 1.0]))
-    page = as_user(viewer).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/").content.decode()
+    page = as_user(viewer).get(f"/p/{job.project.slug}/jobs/{job.pk}/").content.decode()
     assert 'id="mon-rules"' in page and "monitor-rules.js" in page
     assert 'data-rule="kl"' in page and "mon-rule-tripped" in page and "tripped 1×" in page
     assert "mon-rule-warming_up" in page and "actor/kl_loss above 0.1 → warn" in page

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 
 def panel(client, job) -> str:
-    r = client.get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/")
+    r = client.get(f"/p/{job.project.slug}/jobs/{job.pk}/")
     assert r.status_code == 200
     return r.content.decode()
 
@@ -69,7 +69,7 @@ def test_the_checkpoints_fragment_is_the_tab_and_its_forms_return_to_the_page(ma
     for unsafe in ("https://evil.example/", "//evil.example/x", "javascript:alert(1)"):
         other = as_user(engineer).get(base, {"back": unsafe}).content.decode()
         assert "evil" not in other and "javascript:" not in other
-        assert f'value="/p/{job.project.slug}/monitor/jobs/{job.pk}/#checkpoints"' in other
+        assert f'value="/p/{job.project.slug}/jobs/{job.pk}/#checkpoints"' in other
     seen = as_user(viewer).get(base).content.decode()
     assert "<th scope=\"row\">10</th>" in seen and "js-rollback" not in seen  # a viewer sees, cannot act
     assert as_user(outsider).get(base).status_code == 404
@@ -87,7 +87,7 @@ def test_promote_through_the_page_redirects_back_with_a_message(make_job, checkp
     r = client.post(f"/p/{project.slug}/monitor/jobs/{job.pk}/checkpoints/9/promote/",
                     {"next": "https://evil.example/"}, follow=True)
     assert "no checkpoint at step 9" in r.content.decode()
-    assert r.redirect_chain[-1][0] == f"/p/{project.slug}/monitor/jobs/{job.pk}/"  # unsafe next ignored
+    assert r.redirect_chain[-1][0] == f"/p/{project.slug}/jobs/{job.pk}/"  # unsafe next ignored
 
 
 def test_rollback_form_creates_the_child_and_shows_field_errors(launched_job, checkpoint, engineer, as_user,
@@ -169,3 +169,14 @@ def test_lineage_tree_on_the_panel(make_job, checkpoint, viewer, as_user):
     body = panel(as_user(viewer), child)
     assert "Lineage" in body and "branched at step 10" in body and f"run #{root.pk}" in body
     assert Project.objects.get().slug in body
+
+
+def test_the_old_monitor_address_leads_to_the_one_run_page(make_job, viewer, outsider, as_user):
+    job = make_job()
+    r = as_user(viewer).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/")
+    assert r.status_code == 301 and r["Location"] == f"/p/{job.project.slug}/jobs/{job.pk}/"
+    assert as_user(outsider).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/").status_code == 404
+    body = as_user(viewer).get(r["Location"]).content.decode()
+    for what in ('id="compare-link"', 'id="rescore-link"', 'id="monitor"', 'id="live-log"', 'id="settings"',
+                 'id="attempts"'):
+        assert what in body, what

@@ -37,13 +37,13 @@ def test_a_silent_run_is_marked_stalled_once_and_cleared_when_steps_return(launc
     assert "no new step for 1.0 min" in ev.message and ev.data["action"] == "notify"
     assert AuditLog.objects.filter(action="job.stalled", object_id=str(job.pk)).count() == 1
     assert stall_status(job)["stalled"] is True
-    page = as_user(viewer).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/").content.decode()
+    page = as_user(viewer).get(f"/p/{job.project.slug}/jobs/{job.pk}/").content.decode()
     assert 'id="mon-stalled" role="alert">' in page and "no new step for" in page
     _steps(job, attempt.number, [t0 + 200], start=11)
     assert stall_check(job, now=t0 + 201).stalled is False
     assert RunEvent.objects.filter(job=job, kind="stall_cleared").count() == 1
     assert stall_status(job) == {"stalled": False}
-    page = as_user(viewer).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/").content.decode()
+    page = as_user(viewer).get(f"/p/{job.project.slug}/jobs/{job.pk}/").content.decode()
     assert 'id="mon-stalled" role="alert" hidden>' in page
 
 

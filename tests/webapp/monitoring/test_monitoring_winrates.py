@@ -57,7 +57,7 @@ def test_win_rate_chart_states_the_tie_rule_and_draws_the_parts(make_job, points
     job = make_job()
     points(job, "val-core/arith/win_rate", [0.5])
     points(job, "val-core/arith/accuracy", [0.5])
-    body = as_user(viewer).get(f"/p/{job.project.slug}/monitor/jobs/{job.pk}/").content.decode()
+    body = as_user(viewer).get(f"/p/{job.project.slug}/jobs/{job.pk}/").content.decode()
     config = json.loads(body.split('id="monitor-config" type="application/json">')[1].split("</script>")[0])
     chart = next(c for c in config["charts"] if c["id"] == "win_rate")
     assert "a tie counts as half a win" in chart["note"] and chart["wide"] == {"n": 30, "half_width": 0.15}

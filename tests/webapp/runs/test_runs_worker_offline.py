@@ -20,7 +20,7 @@ def test_run_pages_say_worker_offline_until_a_worker_beats(settings, tmp_path, p
                                                            api_for):
     settings.WORKER_HEARTBEAT_DIR = tmp_path / "heartbeats"
     client = as_user(viewer)
-    pages = [f"/p/{project.slug}/monitor/jobs/{job.pk}/", f"/p/{project.slug}/jobs/{job.pk}/"]
+    pages = [f"/p/{project.slug}/jobs/{job.pk}/"]
     live = f"/api/projects/{project.slug}/monitor/jobs/{job.pk}/live/"
     for url in pages:
         html = client.get(url).content.decode()

@@ -288,8 +288,6 @@
   // -- loading and live polling ------------------------------------------------------------------
   // The job page's progress card shows the step of the same poll as the charts (one number on the page).
   function announceStep(step) {
-    const header = document.getElementById('mon-last-step');
-    if (header) header.textContent = step;
     document.dispatchEvent(new CustomEvent('wb:run-step', {detail: {step}}));
   }
   function status(text, isError) {
