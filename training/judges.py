@@ -13,12 +13,15 @@ RESULT.json: per pair both orders (first: the policy shown as A; second: shown a
 answer or scores, the pair's outcome for the policy (1 / 0.5 / 0; two different verdicts count as a
 tie) and a summary: wins, ties, losses, win rate, bootstrap 95 % interval (seeded), the share of
 pairs whose verdict flipped with the positions, and the pairs left unjudged. A scalar scorer gives a
-response the same score in either position, so its two orders agree by construction (still recorded).
+response the same score in either position, so its two orders agree by construction (still recorded);
+when it gave every response the same score the summary says so (`all_scores_equal`): it told nothing apart.
+A judge model whose context cannot hold the judging prompt is refused before loading (`fit_problem`).
 Exit code 2: the request is wrong (the message says why).
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -85,6 +88,63 @@ def choice_outcome(choice: str | None, policy_position: str) -> float | None:
     if choice == "tie":
         return winrate.TIE
     return winrate.WIN if choice == policy_position else winrate.LOSS
+
+
+# -- will a model judge fit these pairs? -----------------------------------------------------------
+
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
+JUDGE_MAX_NEW_TOKENS = 16  # a verdict is one letter; room for "Answer: A"
+
+
+def context_length(path: Path) -> int | None:
+    """The most tokens the model at `path` reads (from its config.json); None when it does not say."""
+    try:
+        cfg = json.loads((Path(path) / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    for key in _CONTEXT_KEYS:
+        if isinstance(cfg.get(key), int) and cfg[key] > 0:
+            return int(cfg[key])
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _tokenizer(path: str, mtime: float):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(path)
+
+
+def token_count(path: Path, text: str) -> int | None:
+    """How many tokens the model's own tokenizer (tokenizer.json) makes of `text`; None without one."""
+    file = Path(path) / "tokenizer.json"
+    try:
+        tok = _tokenizer(str(file), file.stat().st_mtime)
+    except Exception:  # no tokenizer file, or one the tokenizers library cannot read
+        return None
+    return len(tok.encode(text, add_special_tokens=False).ids)
+
+
+def fit_problem(kind: str, path: Path, pairs: list[dict[str, Any]], name: str = "this model") -> str | None:
+    """Why a model judge cannot judge these pairs (its context is too short for them), or None when it fits
+    or cannot be checked. A judge model must read the whole judging prompt and answer; a reward model reads
+    prompt + response (longer inputs are cut from the left, so it would judge only their ends)."""
+    ctx = context_length(path)
+    if ctx is None or not pairs:
+        return None
+    longest = max(pairs, key=lambda p: len(p["prompt"]) + len(p["a"]) + len(p["b"]))
+    if kind == "judge_model":
+        need = token_count(path, JUDGE_PROMPT.format(prompt=longest["prompt"], a=longest["a"], b=longest["b"]))
+        if need is not None and need + JUDGE_MAX_NEW_TOKENS > ctx:
+            return (f"{name} reads at most {ctx} tokens; judging the longest pair needs {need} tokens of prompt "
+                    f"plus {JUDGE_MAX_NEW_TOKENS} to answer.")
+        return None
+    longest = max(pairs, key=lambda p: len(p["prompt"]) + max(len(p["a"]), len(p["b"])))
+    need = token_count(path, longest["prompt"] + max(longest["a"], longest["b"], key=len))
+    if need is not None and need > ctx:
+        return (f"{name} reads at most {ctx} tokens; the longest prompt and response are {need} tokens, so it "
+                f"would score only their last {ctx}.")
+    return None
 
 
 # -- judges --------------------------------------------------------------------------------------
@@ -171,10 +231,8 @@ def _model_judge(pairs: list[dict[str, Any]], path: Path, device: str, max_new_t
     return out
 
 
-def judge_pairs(pairs: list[dict[str, Any]], judge: dict[str, Any], *, device: str = "cpu", seed: int = 0,
-                resamples: int = 1000) -> dict[str, Any]:
-    """Judge every pair in both orders; returns the result dict (see the module docstring)."""
-    _check_pairs(pairs)
+def _judged_rows(pairs: list[dict[str, Any]], judge: dict[str, Any], device: str, seed: int) -> list[dict[str, Any]]:
+    """Each pair judged in both orders by the judge `judge` names (refused with a JudgeError when it cannot)."""
     kind = judge.get("kind")
     if kind not in KINDS:
         raise JudgeError(f"judge kind must be one of {', '.join(KINDS)}, not {kind!r}")
@@ -182,26 +240,38 @@ def judge_pairs(pairs: list[dict[str, Any]], judge: dict[str, Any], *, device: s
     if kind == "judge_model":
         if not judge.get("path"):
             raise JudgeError("a judge model needs its folder (path)")
-        rows = _model_judge(pairs, Path(judge["path"]), device, int(judge.get("max_new_tokens", 16)), seed)
-    elif kind == "reward_model":
+        path = Path(judge["path"])
+        problem = fit_problem("judge_model", path, pairs, name=f"judge model {path}")
+        if problem:
+            raise JudgeError(problem)
+        return _model_judge(pairs, path, device, int(judge.get("max_new_tokens", JUDGE_MAX_NEW_TOKENS)), seed)
+    if kind == "reward_model":
         path = Path(str(judge.get("path") or ""))
         if not (path / "config.json").exists():
             raise JudgeError(f"reward model {path} is not an HF model folder (no config.json)")
-        rows = _scalar_judge(pairs, {"shaping": "raw", "components": [{"type": "model", "path": str(path)}]},
+        return _scalar_judge(pairs, {"shaping": "raw", "components": [{"type": "model", "path": str(path)}]},
                              path, None, device, tie_tolerance)
-    else:
-        if not isinstance(judge.get("reward"), dict) or not judge.get("run_dir"):
-            raise JudgeError("a reward judge needs the job's reward block and its run directory")
-        rows = _scalar_judge(pairs, judge["reward"], Path(judge["run_dir"]), judge.get("sandbox"), device,
-                             tie_tolerance)
+    if not isinstance(judge.get("reward"), dict) or not judge.get("run_dir"):
+        raise JudgeError("a reward judge needs the job's reward block and its run directory")
+    return _scalar_judge(pairs, judge["reward"], Path(judge["run_dir"]), judge.get("sandbox"), device, tie_tolerance)
+
+
+def judge_pairs(pairs: list[dict[str, Any]], judge: dict[str, Any], *, device: str = "cpu", seed: int = 0,
+                resamples: int = 1000) -> dict[str, Any]:
+    """Judge every pair in both orders; returns the result dict (see the module docstring)."""
+    _check_pairs(pairs)
+    rows = _judged_rows(pairs, judge, device, seed)
     for r in rows:
         r["outcome"], r["consistent"] = winrate.swap_consistent(r["first"]["outcome"], r["second"]["outcome"])
+    scores = {v for r in rows if "scores" in r["first"] for v in r["first"]["scores"].values() if v is not None}
     s = winrate.summarize_swapped(((r["first"]["outcome"], r["second"]["outcome"]) for r in rows),
                                   resamples=resamples, seed=seed)
     summary = {"wins": s.counts.wins, "ties": s.counts.ties, "losses": s.counts.losses, "n": s.judged,
                "win_rate": s.rate, "lo": s.lo, "hi": s.hi, "interval": f"bootstrap {resamples} resamples, seed {seed}",
                "inconsistent": s.inconsistent, "position_bias_share": s.position_bias_share,
-               "first_position": s.first_position, "unjudged": s.unjudged, "pairs": len(rows)}
+               "first_position": s.first_position, "unjudged": s.unjudged, "pairs": len(rows),
+               # a scorer that gave every response one score cannot tell the sides apart: say so
+               "all_scores_equal": len(scores) == 1 and len(rows) > 1, "the_score": next(iter(scores), None)}
     return {"judge": {k: v for k, v in judge.items() if k != "reward"}, "summary": summary, "pairs": rows}
 
 

@@ -3,9 +3,10 @@ with the same sampling settings, for a blind pairwise evaluation.
 
 `python -m training.pairgen --prompts P.jsonl --policy CKPT --opponent CKPT_OR_MODEL --base-model DIR --out PAIRS.jsonl`
 
-P.jsonl rows: {"prompt": text or chat messages, "ground_truth"?, "data_source"?}. PAIRS.jsonl rows:
+P.jsonl rows: {"prompt": text or chat messages, "ground_truth"?, "data_source"?, "extra_info"?}. PAIRS.jsonl rows:
 {"id", "prompt" (text), "a" (the policy's response), "b" (the opponent's), "ground_truth", "data_source",
-"seed", "truncated": {"a", "b"}} — the pair format `training.judges` reads. One model is loaded at a time.
+"extra_info", "seed", "truncated": {"a", "b"}} — the pair format `training.judges` reads (a reward judging the
+pair gets the prompt row's ground truth, data source and extra info, as in training). One model is loaded at a time.
 Generation goes through `training.generation` (vLLM on a GPU worker that has it, else transformers).
 Exit code 2: the request is wrong (the message says why).
 """
@@ -59,7 +60,8 @@ def generate_pairs(rows: list[dict], policy: Path, opponent: Path, *, base_model
     b = _responses(Path(opponent), base_model, prompts, **kw)
     return [{"id": i, "prompt": prompt_text(r.get("prompt")), "a": ra[0], "b": rb[0],
              "ground_truth": r.get("ground_truth"), "data_source": str(r.get("data_source") or ""),
-             "seed": seed + i, "truncated": {"a": ra[1], "b": rb[1]}}
+             "extra_info": r.get("extra_info") if isinstance(r.get("extra_info"), dict) else {}, "seed": seed + i,
+             "truncated": {"a": ra[1], "b": rb[1]}}
             for i, (r, ra, rb) in enumerate(zip(rows, a, b, strict=True))]
 
 

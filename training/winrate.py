@@ -109,6 +109,28 @@ class WinRateSummary:
     def note(self) -> str:
         return precision_note(self.n, self.lo, self.hi)
 
+    @property
+    def decisive_text(self) -> str:
+        return decisive_text(self.wins, self.ties, self.losses)
+
+    def to_dict(self) -> dict:
+        """The API's shape of every win rate: counts beside the rate, and whether it is too wide to read."""
+        return {"wins": self.wins, "ties": self.ties, "losses": self.losses, "n": self.n, "win_rate": self.rate,
+                "lo": self.lo, "hi": self.hi, "too_few": self.wide, "note": self.note,
+                "without_ties": self.decisive_text}
+
+
+def decisive_text(wins: int, ties: int, losses: int) -> str:
+    """What the rate is with the ties set aside, in words ("" when there were no ties to set aside)."""
+    if not ties:
+        return ""
+    decisive = wins + losses
+    if not decisive:
+        return f"All {ties} pairs were ties: none had a winner." if ties > 1 else "The only pair was a tie."
+    pairs = "pair" if decisive == 1 else "pairs"
+    return (f"Setting the {ties} tie{'s' if ties != 1 else ''} aside: won {wins} of the {decisive} {pairs} "
+            f"that had a winner ({wins / decisive:.0%}).")
+
 
 def summarize(outcomes: Iterable[float | None], z: float = 1.96) -> WinRateSummary:
     """Win rate (ties ½), Wilson interval, count, and wins / ties / losses of the non-missing outcomes.

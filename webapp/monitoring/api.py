@@ -8,6 +8,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from training.winrate import WinRateSummary
 from webapp.core.access import project_access
 from webapp.core.api import application_error_response
 from webapp.core.models import Role
@@ -15,7 +16,6 @@ from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
 from webapp.core.workers import worker_online
 from webapp.monitoring import charts, compare, selectors, services
-from webapp.monitoring.models import HumanEvalItem
 from webapp.monitoring.services.stall import stall_status
 from webapp.runs.models import Job
 
@@ -130,14 +130,25 @@ class EventsApi(APIView):
         return Response({"events": selectors.events(job), "marks": selectors.win_rate_marks(job)})
 
 
+def evaluation_rate(ev) -> dict:
+    """An evaluation's win rate as every win rate reads: wins, ties, losses, rate, interval, too few samples
+    (an evaluation stored before counts were kept has null counts)."""
+    result = ev.result or {}
+    summary = WinRateSummary(ev.win_rate, ev.win_rate_lo, ev.win_rate_hi, ev.n, *(
+        int(result.get(k) or 0) for k in ("wins", "ties", "losses")))
+    out = summary.to_dict() if ev.win_rate is not None else {"win_rate": None, "lo": None, "hi": None, "n": ev.n}
+    if ev.win_rate is not None and any(result.get(k) is None for k in ("wins", "ties", "losses")):
+        out.update(wins=None, ties=None, losses=None, without_ties="")
+    return out
+
+
 def checkpoint_json(row: dict) -> dict:
     c, ev = row["checkpoint"], row["evaluation"]
     return {"id": c.pk, "step": c.step, "time": c.created_at.isoformat(), "path": c.path, "size_bytes": c.size_bytes,
             "status": c.status, "promoted": c.promoted, "active": row["is_active"], "metrics": row["metrics"],
             "children": [j.pk for j in row["children"]],
-            "evaluation": None if ev is None else {"id": ev.pk, "status": ev.status, "win_rate": ev.win_rate,
-                                                   "lo": ev.win_rate_lo, "hi": ev.win_rate_hi, "n": ev.n,
-                                                   "error": ev.error}}
+            "evaluation": None if ev is None else {"id": ev.pk, "status": ev.status, "error": ev.error,
+                                                   **evaluation_rate(ev)}}
 
 
 class CheckpointListApi(APIView):
@@ -220,29 +231,6 @@ class CompareApi(APIView):
         if len(jobs) != len(set(ids)):
             return Response({"detail": "Some of those runs do not exist in this project."}, status=404)
         return Response({"name": name, "runs": selectors.compare_series(jobs, name, labels=compare.labels_for(jobs))})
-
-
-class VerdictSerializer(serializers.Serializer):
-    item = serializers.IntegerField()
-    choice = serializers.ChoiceField(choices=["a", "b", "tie"])
-
-
-class VerdictApi(APIView):
-    serializer_class = VerdictSerializer
-
-    def post(self, request, slug, task_id):
-        access = project_access(request.user, slug, Role.REVIEWER)
-        ser, err = _parse(VerdictSerializer, request.data)
-        if err:
-            return err
-        item = get_object_or_404(HumanEvalItem, pk=ser.validated_data["item"], task_id=task_id,
-                                 task__project=access.project)
-        try:
-            services.human_eval_judge(item=item, reviewer=request.user, choice=ser.validated_data["choice"])
-        except ApplicationError as exc:
-            return application_error_response(exc)
-        nxt = selectors.next_item_for(item.task, request.user)
-        return Response({"saved": True, "next": nxt.pk if nxt else None}, status=status.HTTP_201_CREATED)
 
 
 class GuardRulesSerializer(serializers.Serializer):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.monitoring import api, api_arena, api_bundle, api_judges
+from webapp.monitoring import api, api_blind, api_bundle
 
 urlpatterns = [
     path("jobs/<int:job_id>/metrics/", api.MetricsApi.as_view(), name="api-monitor-metrics"),
@@ -18,11 +18,13 @@ urlpatterns = [
     path("jobs/<int:job_id>/bundles/<int:bundle_id>/download/", api_bundle.BundleDownloadApi.as_view(),
          name="api-monitor-bundle-download"),
     path("compare/", api.CompareApi.as_view(), name="api-monitor-compare"),
-    path("human-evals/<int:task_id>/verdicts/", api.VerdictApi.as_view(), name="api-monitor-verdict"),
-    path("human-evals/<int:pk>/judges/", api_judges.HumanEvalJudgesApi.as_view(), name="api-monitor-human-eval-judges"),
-    path("arenas/<int:pk>/judges/", api_judges.ArenaJudgesApi.as_view(), name="api-monitor-arena-judges"),
-    path("arenas/", api_arena.ArenaListApi.as_view(), name="api-monitor-arenas"),
-    path("arenas/<int:arena_id>/", api_arena.ArenaApi.as_view(), name="api-monitor-arena"),
-    path("arenas/<int:arena_id>/judgements/", api_arena.ArenaJudgementApi.as_view(), name="api-monitor-arena-judge"),
-    path("arenas/<int:arena_id>/export/", api_arena.ArenaExportApi.as_view(), name="api-monitor-arena-export"),
+    path("blind/", api_blind.BlindListApi.as_view(), name="api-monitor-blind-list"),
+    path("blind/<int:pk>/", api_blind.BlindApi.as_view(), name="api-monitor-blind"),
+    path("blind/<int:pk>/next/", api_blind.BlindNextApi.as_view(), name="api-monitor-blind-next"),
+    path("blind/<int:pk>/verdicts/", api_blind.BlindVerdictApi.as_view(), name="api-monitor-blind-verdicts"),
+    path("blind/<int:pk>/open/", api_blind.BlindOpenApi.as_view(), name="api-monitor-blind-open"),
+    path("blind/<int:pk>/assign/", api_blind.BlindAssignApi.as_view(), name="api-monitor-blind-assign"),
+    path("blind/<int:pk>/judges/", api_blind.BlindJudgesApi.as_view(), name="api-monitor-blind-judges"),
+    path("blind/<int:pk>/export/", api_blind.ArenaExportApi.as_view(), name="api-monitor-arena-export"),
+    path("arenas/", api_blind.ArenaListApi.as_view(), name="api-monitor-arenas"),
 ]

@@ -1,4 +1,4 @@
-"""Monitoring state: the KL guard per job, on-demand checkpoint evaluations, human evaluations."""
+"""Monitoring state: the KL guard per job, on-demand checkpoint evaluations, blind pairwise tasks, judges."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -130,88 +130,137 @@ class CheckpointExport(CheckpointWork):
         return f"export {self.pk} of checkpoint {self.checkpoint_id} ({self.variant}, {self.status})"
 
 
-class HumanEvalTask(TimeStampedModel):
-    """A blind pairwise task: a checkpoint's validation responses against their references."""
+class BlindSource(models.TextChoices):
+    ARENA = "arena", "Arena"
+    PERIODIC = "periodic", "Periodic human evaluation"
+    CHECKPOINT = "checkpoint", "Human evaluation against the references"
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="human_eval_tasks")
-    checkpoint = models.ForeignKey("runs.Checkpoint", on_delete=models.CASCADE, related_name="human_evals")
+
+class BlindTask(CheckpointWork):
+    """A blind pairwise task: two sides answer the same prompts and people pick the better response without
+    knowing which side wrote it. Side B is the one under test (an arena's B, the policy's checkpoint), side A
+    what it is compared with (an arena's A, an earlier checkpoint, the base model, the references); results
+    are B's wins, ties and losses. `status` follows the generation of both sides (queued → running →
+    succeeded | failed); `sides` snapshots what each side was. How pairs are shown is services/blind.py's."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="blind_tasks")
+    source = models.CharField(max_length=16, choices=BlindSource.choices)
     title = models.CharField(max_length=200)
-    source = models.CharField(max_length=300)  # which samples file the items came from
-    sample_step = models.IntegerField(null=True, blank=True)
+    sides = models.JSONField(default=dict)  # {"a": {kind, label, checkpoint, job, step, model, path, base_model}}
+    a_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="+")
+    a_model = models.ForeignKey("registry.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    b_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
+                                     related_name="blind_tasks")
+    b_model = models.ForeignKey("registry.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    dataset_version = models.ForeignKey("datasets.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
+    origin = models.CharField(max_length=300, blank=True)  # where the prompts came from, in words
+    # the prompts asked, in order: {"prompt" (text or messages), "ground_truth", "data_source", "extra_info"}
+    prompts = models.JSONField(default=list)
+    sampling = models.JSONField(default=dict)  # max_new_tokens, temperature, top_p (the same for both sides)
+    seed = models.BigIntegerField(default=0)  # prompt i is sampled with seed + i on both sides
+    engine = models.CharField(max_length=16, blank=True)  # which generation engine answered (vllm / transformers)
+    progress = models.FloatField(default=0.0)
     is_open = models.BooleanField(default=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-    # what the policy's responses are compared with: the dataset's reference, a previous checkpoint, the base
-    opponent = models.CharField(max_length=200, default="reference")
-    opponent_step = models.IntegerField(null=True, blank=True)  # the earlier checkpoint's step (0: the base model)
-    scheduled = models.BooleanField(default=False)  # opened by the job's periodic human-evaluation schedule
-    status = models.CharField(max_length=16, default="ready")  # scheduled ones: generating → ready | failed
-    error = models.TextField(blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    # who may judge: the assignees, or (explicitly, shown on the task) every member who may review
+    anyone_may_judge = models.BooleanField(default=False)
     assignees = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
-    gap = models.JSONField(default=dict, blank=True)  # the reward-vs-human gap check (services/periodic.py)
+    gap = models.JSONField(default=dict, blank=True)  # periodic: the reward-vs-human gap check (services/periodic.py)
     flagged_at = models.DateTimeField(null=True, blank=True)  # when the gap was first flagged (notified once)
 
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [models.UniqueConstraint(fields=["checkpoint"], condition=models.Q(scheduled=True),
-                                               name="unique_scheduled_human_eval")]
+    class Meta(CheckpointWork.Meta):
+        constraints = [models.UniqueConstraint(fields=["b_checkpoint"], condition=models.Q(source="periodic"),
+                                               name="unique_periodic_blind_task")]
 
     def __str__(self) -> str:
         return self.title
 
+    def label(self, side: str) -> str:
+        return str((self.sides.get(side) or {}).get("label") or side.upper())
 
-class Side(models.TextChoices):
-    A = "a", "Left"
-    B = "b", "Right"
+    @property
+    def opponent(self) -> str:
+        """What side B is compared with, in words ("step 5", "base model", "reference")."""
+        return self.label("a")
+
+    @property
+    def opponent_step(self) -> int | None:
+        """A periodic task's earlier checkpoint step (0: the base model); None for other tasks."""
+        step = (self.sides.get("a") or {}).get("step")
+        return int(step) if self.source == BlindSource.PERIODIC and step is not None else None
 
 
-class HumanEvalItem(models.Model):
-    """One prompt with the policy's and the reference's responses; `policy_side` says where the policy is shown."""
+class BlindPair(models.Model):
+    """One prompt with both sides' responses. `identical` pairs (the same text once whitespace is normalised)
+    count as ties and are never shown to reviewers; `order_key` is the pair's secret from which each
+    reviewer's left side is drawn (services/blind.py), never shown."""
 
-    task = models.ForeignKey(HumanEvalTask, on_delete=models.CASCADE, related_name="items")
+    task = models.ForeignKey(BlindTask, on_delete=models.CASCADE, related_name="pairs")
     index = models.PositiveIntegerField()
-    prompt = models.TextField()
-    policy_response = models.TextField()
-    reference_response = models.TextField()
-    policy_score = models.FloatField(null=True, blank=True)
-    reference_score = models.FloatField(null=True, blank=True)
-    auto_outcome = models.FloatField(null=True, blank=True)  # the reward's verdict for the policy: 1 / 0.5 / 0
-    policy_side = models.CharField(max_length=1, choices=Side.choices)
+    prompt = models.JSONField(null=True, blank=True)  # a string or a message list, as asked
+    prompt_text = models.TextField()
+    response_a = models.TextField()
+    response_b = models.TextField()
+    truncated_a = models.BooleanField(default=False)
+    truncated_b = models.BooleanField(default=False)
+    seed = models.BigIntegerField(null=True, blank=True)
+    # what a reward needs to score the responses, as in training: the dataset row's fields
+    ground_truth = models.JSONField(null=True, blank=True)
     data_source = models.CharField(max_length=200, blank=True)
-    ground_truth = models.JSONField(null=True, blank=True)  # for a reward function judging the pair
+    extra_info = models.JSONField(default=dict, blank=True)
+    score_a = models.FloatField(null=True, blank=True)  # the run's reward, when the samples carried it
+    score_b = models.FloatField(null=True, blank=True)
+    auto_outcome = models.FloatField(null=True, blank=True)  # the reward's verdict for B: 1 / 0.5 / 0
+    identical = models.BooleanField(default=False)
+    order_key = models.CharField(max_length=64)
 
     class Meta:
         ordering = ["task", "index"]
-        constraints = [models.UniqueConstraint(fields=["task", "index"], name="unique_human_eval_item")]
+        constraints = [models.UniqueConstraint(fields=["task", "index"], name="unique_blind_pair")]
 
     def __str__(self) -> str:
-        return f"task {self.task_id} item {self.index}"
+        return f"task {self.task_id} pair {self.index}"
 
     def response(self, side: str) -> str:
-        return self.policy_response if side == self.policy_side else self.reference_response
+        return self.response_a if side == "a" else self.response_b
+
+    def truncated(self, side: str) -> bool:
+        return self.truncated_a if side == "a" else self.truncated_b
 
 
-class Choice(models.TextChoices):
-    A = "a", "Left is better"
-    B = "b", "Right is better"
+class Side(models.TextChoices):
+    A = "a", "A"
+    B = "b", "B"
+
+
+class BlindChoice(models.TextChoices):
+    A = "a", "A is better"
+    B = "b", "B is better"
     TIE = "tie", "Tie"
+    BOTH_BAD = "both_bad", "Both bad"
 
 
-class HumanVerdict(models.Model):
-    """One reviewer's judgement of one item; `outcome` is from the policy's side (1 win, 0.5 tie, 0 loss)."""
+class BlindVerdict(models.Model):
+    """One reviewer's verdict on a pair, by side (a / b / tie / both_bad); `shown_left` is the side they saw on
+    the left."""
 
-    item = models.ForeignKey(HumanEvalItem, on_delete=models.CASCADE, related_name="verdicts")
+    pair = models.ForeignKey(BlindPair, on_delete=models.CASCADE, related_name="verdicts")
     reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    choice = models.CharField(max_length=3, choices=Choice.choices)
-    outcome = models.FloatField()
+    choice = models.CharField(max_length=8, choices=BlindChoice.choices)
+    shown_left = models.CharField(max_length=1, choices=Side.choices)
     created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["item", "created_at"]
-        constraints = [models.UniqueConstraint(fields=["item", "reviewer"], name="unique_human_verdict")]
+        ordering = ["pair", "created_at"]
+        constraints = [models.UniqueConstraint(fields=["pair", "reviewer"], name="unique_blind_verdict")]
 
     def __str__(self) -> str:
-        return f"{self.reviewer_id} on item {self.item_id}: {self.choice}"
+        return f"{self.reviewer_id} on pair {self.pair_id}: {self.choice}"
 
 
 class JudgeKind(models.TextChoices):
@@ -221,13 +270,10 @@ class JudgeKind(models.TextChoices):
 
 
 class JudgeRun(CheckpointWork):
-    """An automatic judge over a human evaluation's or an arena's pairs, each judged twice with positions swapped
-    (`python -m training.judges`); W/T/L, bootstrap interval and position-bias share."""
+    """An automatic judge over a blind task's pairs, each judged twice with positions swapped
+    (`python -m training.judges`); side B's W/T/L, bootstrap interval and position-bias share."""
 
-    task = models.ForeignKey(HumanEvalTask, null=True, blank=True, on_delete=models.CASCADE, related_name="judge_runs")
-    # or an arena's pairs: judged from side B's view (B's wins / ties / losses), as its results table reads
-    arena = models.ForeignKey("monitoring.Arena", null=True, blank=True, on_delete=models.CASCADE,
-                              related_name="judge_runs")
+    task = models.ForeignKey(BlindTask, on_delete=models.CASCADE, related_name="judge_runs")
     kind = models.CharField(max_length=16, choices=JudgeKind.choices)
     label = models.CharField(max_length=300)  # the judge's name as shown (model name, "reward of run #7")
     model_path = models.CharField(max_length=500, blank=True)  # reward / judge models: the folder judged with
@@ -246,95 +292,11 @@ class JudgeRun(CheckpointWork):
         pass
 
     def __str__(self) -> str:
-        what = f"human evaluation {self.task_id}" if self.task_id else f"arena {self.arena_id}"
-        return f"judge run {self.pk} on {what} ({self.status})"
+        return f"judge run {self.pk} on blind task {self.task_id} ({self.status})"
 
     @property
     def position_bias_share(self) -> float | None:
         return self.inconsistent / self.n if self.n else None
-
-
-class Arena(CheckpointWork):
-    """Two models (a checkpoint or a registered model each) answer the same prompts with the same sampling
-    settings and seeds; reviewers then judge the pairs blind. `sides` snapshots what each side was."""
-
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="arenas")
-    title = models.CharField(max_length=200)
-    a_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="+")
-    a_model = models.ForeignKey("registry.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="+")
-    b_checkpoint = models.ForeignKey("runs.Checkpoint", null=True, blank=True, on_delete=models.SET_NULL,
-                                     related_name="+")
-    b_model = models.ForeignKey("registry.ModelEntry", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="+")
-    sides = models.JSONField(default=dict)  # {"a": {label, path, base_model, checkpoint, job, step, model}}
-    dataset_version = models.ForeignKey("datasets.DatasetVersion", null=True, blank=True, on_delete=models.SET_NULL,
-                                        related_name="+")
-    prompts = models.JSONField(default=list)  # the prompts asked (strings or message lists), in order
-    sampling = models.JSONField(default=dict)  # max_new_tokens, temperature, top_p (the same for both sides)
-    seed = models.BigIntegerField(default=0)  # prompt i is sampled with seed + i on both sides
-    engine = models.CharField(max_length=16, blank=True)  # which generation engine answered (vllm / transformers)
-    progress = models.FloatField(default=0.0)
-    is_open = models.BooleanField(default=True)
-
-    class Meta(CheckpointWork.Meta):
-        pass
-
-    def __str__(self) -> str:
-        return self.title
-
-    def label(self, side: str) -> str:
-        return str((self.sides.get(side) or {}).get("label") or side.upper())
-
-
-class ArenaPair(models.Model):
-    """One prompt with both sides' responses, generated with `seed` on each side."""
-
-    arena = models.ForeignKey(Arena, on_delete=models.CASCADE, related_name="pairs")
-    index = models.PositiveIntegerField()
-    prompt = models.JSONField()  # a string or a message list, as asked
-    prompt_text = models.TextField()
-    response_a = models.TextField()
-    response_b = models.TextField()
-    truncated_a = models.BooleanField(default=False)
-    truncated_b = models.BooleanField(default=False)
-    seed = models.BigIntegerField()
-
-    class Meta:
-        ordering = ["arena", "index"]
-        constraints = [models.UniqueConstraint(fields=["arena", "index"], name="unique_arena_pair")]
-
-    def __str__(self) -> str:
-        return f"arena {self.arena_id} pair {self.index}"
-
-    def response(self, side: str) -> str:
-        return self.response_a if side == "a" else self.response_b
-
-
-class ArenaChoice(models.TextChoices):
-    A = "a", "A is better"
-    B = "b", "B is better"
-    TIE = "tie", "Tie"
-    BOTH_BAD = "both_bad", "Both bad"
-
-
-class ArenaJudgement(models.Model):
-    """One reviewer's blind verdict on a pair, by side (a/b); `shown_left` is the side shown on the left."""
-
-    pair = models.ForeignKey(ArenaPair, on_delete=models.CASCADE, related_name="judgements")
-    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
-    choice = models.CharField(max_length=8, choices=ArenaChoice.choices)
-    shown_left = models.CharField(max_length=1, choices=Side.choices)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["pair", "created_at"]
-        constraints = [models.UniqueConstraint(fields=["pair", "reviewer"], name="unique_arena_judgement")]
-
-    def __str__(self) -> str:
-        return f"{self.reviewer_id} on pair {self.pair_id}: {self.choice}"
 
 
 class DiagnosticBundle(CheckpointWork):

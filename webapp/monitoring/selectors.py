@@ -197,24 +197,27 @@ def checkpoint_table_state(job: Job) -> tuple[str, int]:
     """(a fingerprint of the checkpoint table, how many checkpoints): the fingerprint changes when a
     checkpoint is saved, deleted or promoted, an evaluation moves on, or a human evaluation or a child
     run starts from one. The job page polls it and re-reads the table only then."""
-    from webapp.monitoring.models import CheckpointEvaluation, CheckpointExport, HumanEvalTask
+    from webapp.monitoring.models import BlindTask, CheckpointEvaluation, CheckpointExport
 
     ck = Checkpoint.objects.filter(job=job).aggregate(n=Count("id"), t=Max("updated_at"))
     parts: list[Any] = [ck["n"], ck["t"]]
-    for model in (CheckpointEvaluation, HumanEvalTask, CheckpointExport):
+    for model in (CheckpointEvaluation, CheckpointExport):
         agg = model.objects.filter(checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
         parts += [agg["n"], agg["t"]]
+    agg = BlindTask.objects.filter(b_checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
+    parts += [agg["n"], agg["t"]]
     parts += [Job.objects.filter(resume_checkpoint__job=job).count(), project_active_checkpoint_id(job.project)]
     return ":".join("" if p is None else p.isoformat() if hasattr(p, "isoformat") else str(p) for p in parts), ck["n"]
 
 
 def checkpoint_rows(job: Job, metric_keys: list[str]) -> list[dict[str, Any]]:
     """The checkpoint table: each checkpoint with its metrics at that step, usage and evaluations."""
-    from webapp.monitoring.models import CheckpointEvaluation, CheckpointExport, HumanEvalTask
+    from webapp.monitoring.models import BlindSource, BlindTask, CheckpointEvaluation, CheckpointExport
 
     ckpts = list(Checkpoint.objects.filter(job=job).order_by("-step").prefetch_related(
         Prefetch("evaluations", queryset=CheckpointEvaluation.objects.order_by("-created_at", "-id")),
-        Prefetch("human_evals", queryset=HumanEvalTask.objects.order_by("-created_at", "-id")),
+        Prefetch("blind_tasks", queryset=BlindTask.objects.exclude(source=BlindSource.ARENA)
+                 .order_by("-created_at", "-id")),
         Prefetch("exports", queryset=CheckpointExport.objects.order_by("-created_at", "-id"))))
     at = values_at_steps(job, metric_keys, [c.step for c in ckpts])
     active_id = project_active_checkpoint_id(job.project)
@@ -228,7 +231,7 @@ def checkpoint_rows(job: Job, metric_keys: list[str]) -> list[dict[str, Any]]:
             latest_exports.setdefault(export.variant, export)
         rows.append({"checkpoint": c, "metrics": metrics, "is_active": c.pk == active_id,
                      "children": users.get(c.pk, []), "evaluation": evals[0] if evals else None,
-                     "human_evals": list(c.human_evals.all()), "exports": list(latest_exports.values()),
+                     "human_evals": list(c.blind_tasks.all()), "exports": list(latest_exports.values()),
                      "available": c.status == CheckpointStatus.AVAILABLE})
     return rows
 
@@ -282,49 +285,13 @@ def lineage_size(node: LineageNode) -> int:
     return 1 + sum(lineage_size(c) for c in node.children)
 
 
-# -- human evaluation and on-demand evaluations ---------------------------------------------------
-
-def human_eval_summary(task) -> dict[str, Any]:
-    """Human win rate (per item, reviewers averaged; ties ½) with its Wilson interval and wins / ties /
-    losses (an item counts on the side of ½ its average falls), the automatic verdict on the same items,
-    and the items where the two disagree (reward-hacking suspects first)."""
-    from training.winrate import summarize
-
-    items = list(task.items.prefetch_related("verdicts__reviewer"))
-    judged = []
-    for item in items:
-        verdicts = list(item.verdicts.all())
-        if verdicts:
-            human = sum(v.outcome for v in verdicts) / len(verdicts)
-            judged.append((item, human, verdicts))
-    human = summarize(h for _i, h, _v in judged)
-    auto_same = summarize(i.auto_outcome for i, _h, _v in judged)
-    auto_all = summarize(i.auto_outcome for i in items)
-    disagreements = []
-    for item, h, verdicts in judged:
-        if item.auto_outcome is None or abs(item.auto_outcome - h) < 0.5:
-            continue
-        suspect = item.auto_outcome > h  # the reward liked it, people did not
-        disagreements.append({"item": item, "human": h, "auto": item.auto_outcome, "suspect": suspect,
-                              "gap": item.auto_outcome - h, "verdicts": verdicts})
-    disagreements.sort(key=lambda d: (-d["gap"], d["item"].index))
-    reviewers = {v.reviewer_id for _i, _h, vs in judged for v in vs}
-    from webapp.monitoring.winrates import from_summary
-
-    return {"total": len(items), "judged": len(judged), "verdicts": sum(len(v) for _i, _h, v in judged),
-            "reviewers": len(reviewers), "human": human, "auto_same": auto_same, "auto_all": auto_all,
-            "human_view": from_summary(human), "auto_same_view": from_summary(auto_same),
-            "auto_all_view": from_summary(auto_all), "disagreements": disagreements}
-
-
-def next_item_for(task, user):
-    """The first item this reviewer has not judged yet (None when they are done)."""
-    return task.items.exclude(verdicts__reviewer=user).order_by("index").first()
-
+# -- on-demand evaluations, blind tasks and judges beside the training curve --------------------------------
 
 def win_rate_marks(job: Job) -> dict[str, list[dict[str, Any]]]:
-    """On-demand and human win rates of the job's checkpoints, drawn next to the training-time curve."""
-    from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus, HumanEvalTask
+    """On-demand, human and automatic judges' win rates of the job's checkpoints, drawn next to the training-time
+    curve. Human results come only from closed blind tasks: an open one's verdicts stay hidden."""
+    from webapp.monitoring.blind_results import blind_results
+    from webapp.monitoring.models import BlindSource, BlindTask, CheckpointEvaluation, EvaluationStatus
 
     evals = [{"step": e.checkpoint.step, "rate": e.win_rate, "lo": e.win_rate_lo, "hi": e.win_rate_hi, "n": e.n,
               "id": e.pk, "wins": (e.result or {}).get("wins"), "ties": (e.result or {}).get("ties"),
@@ -332,34 +299,34 @@ def win_rate_marks(job: Job) -> dict[str, list[dict[str, Any]]]:
              for e in CheckpointEvaluation.objects.filter(checkpoint__job=job, status=EvaluationStatus.SUCCEEDED)
              .exclude(win_rate=None).select_related("checkpoint").order_by("checkpoint__step", "-created_at")]
     humans = []
-    for task in HumanEvalTask.objects.filter(checkpoint__job=job).select_related("checkpoint"):
-        s = human_eval_summary(task)
-        if s["human"].n:
-            humans.append({"step": task.checkpoint.step, "rate": s["human"].rate, "lo": s["human"].lo,
-                           "hi": s["human"].hi, "n": s["human"].n, "id": task.pk, "wins": s["human"].wins,
-                           "ties": s["human"].ties, "losses": s["human"].losses, "opponent": task.opponent,
-                           "flagged": bool((task.gap or {}).get("flagged"))})
+    for task in BlindTask.objects.filter(b_checkpoint__job=job, is_open=False, status=EvaluationStatus.SUCCEEDED) \
+            .exclude(source=BlindSource.ARENA).select_related("b_checkpoint"):
+        s = blind_results(task).b
+        if s.n:
+            humans.append({"step": task.b_checkpoint.step, "rate": s.rate, "lo": s.lo, "hi": s.hi, "n": s.n,
+                           "id": task.pk, "wins": s.wins, "ties": s.ties, "losses": s.losses,
+                           "opponent": task.opponent, "flagged": bool((task.gap or {}).get("flagged"))})
     return {"evaluations": evals, "human": humans, "judges": judge_marks(job)}
 
 
 def judge_marks(job: Job) -> list[dict[str, Any]]:
     """Automatic judges' win rates (W/T/L, bootstrap interval, position-bias share) per checkpoint."""
-    from webapp.monitoring.models import EvaluationStatus, JudgeRun
+    from webapp.monitoring.models import BlindSource, EvaluationStatus, JudgeRun
 
-    return [{"step": r.task.checkpoint.step, "rate": r.win_rate, "lo": r.win_rate_lo, "hi": r.win_rate_hi,
+    runs = JudgeRun.objects.filter(task__b_checkpoint__job=job, status=EvaluationStatus.SUCCEEDED) \
+        .exclude(task__source=BlindSource.ARENA).exclude(win_rate=None).select_related("task__b_checkpoint") \
+        .order_by("task__b_checkpoint__step", "id")
+    return [{"step": r.task.b_checkpoint.step, "rate": r.win_rate, "lo": r.win_rate_lo, "hi": r.win_rate_hi,
              "n": r.n, "id": r.pk, "task": r.task_id, "label": r.label, "opponent": r.task.opponent,
-             "wins": r.wins, "ties": r.ties, "losses": r.losses, "bias": r.position_bias_share}
-            for r in JudgeRun.objects.filter(task__checkpoint__job=job, status=EvaluationStatus.SUCCEEDED)
-            .exclude(win_rate=None).select_related("task__checkpoint").order_by("task__checkpoint__step", "id")]
+             "wins": r.wins, "ties": r.ties, "losses": r.losses, "bias": r.position_bias_share} for r in runs]
 
 
 def reward_gap_flags(job: Job) -> dict[str, Any]:
-    """The run's human evaluations against an earlier checkpoint or the base, with their gap checks,
-    and the rule (stated on the run page)."""
-    from webapp.monitoring.models import HumanEvalTask
-    from webapp.monitoring.services.periodic import gap_rule, schedule_of
+    """The run's periodic human evaluations with their gap checks, and the rule (stated on the run page)."""
+    from webapp.monitoring.models import BlindSource, BlindTask
+    from webapp.monitoring.services.gap import gap_rule, schedule_of
 
-    tasks = list(HumanEvalTask.objects.filter(checkpoint__job=job, opponent_step__isnull=False)
-                 .select_related("checkpoint").order_by("checkpoint__step"))
+    tasks = list(BlindTask.objects.filter(b_checkpoint__job=job, source=BlindSource.PERIODIC)
+                 .select_related("b_checkpoint").order_by("b_checkpoint__step"))
     return {"schedule": schedule_of(job), "rule": gap_rule(schedule_of(job)), "tasks": tasks,
             "flagged": [t for t in tasks if (t.gap or {}).get("flagged")]}

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from webapp.monitoring import views, views_arena, views_bundle, views_samples
+from webapp.monitoring import views, views_blind, views_bundle, views_samples
 
 urlpatterns = [
     path("jobs/<int:job_id>/", views.job_monitor, name="monitor-job"),
@@ -19,16 +19,16 @@ urlpatterns = [
     path("jobs/<int:job_id>/checkpoints/<int:step>/human-eval/", views.human_eval_create,
          name="monitor-human-eval-create"),
     path("compare/", views.compare, name="monitor-compare"),
-    path("human-evals/", views.human_eval_list, name="monitor-human-evals"),
-    path("human-evals/<int:task_id>/", views.human_eval_detail, name="monitor-human-eval"),
-    path("human-evals/<int:task_id>/review/", views.human_eval_review, name="monitor-human-eval-review"),
-    path("human-evals/<int:task_id>/judge/", views.human_eval_auto_judge, name="monitor-human-eval-judge"),
-    path("human-evals/<int:task_id>/toggle/", views.human_eval_toggle, name="monitor-human-eval-toggle"),
-    path("arenas/", views_arena.arena_list, name="monitor-arenas"),
-    path("arenas/<int:arena_id>/", views_arena.arena_detail, name="monitor-arena"),
-    path("arenas/<int:arena_id>/judge/", views_arena.arena_judge, name="monitor-arena-judge"),
-    path("arenas/<int:arena_id>/auto-judge/", views.arena_auto_judge, name="monitor-arena-auto-judge"),
-    path("arenas/<int:arena_id>/toggle/", views_arena.arena_toggle, name="monitor-arena-toggle"),
-    path("arenas/<int:arena_id>/retry/", views_arena.arena_retry, name="monitor-arena-retry"),
-    path("arenas/<int:arena_id>/export/", views_arena.arena_export_view, name="monitor-arena-export"),
+    path("human-evals/", views_blind.human_eval_list, name="monitor-human-evals"),
+    path("arenas/", views_blind.arena_list, name="monitor-arenas"),
+    path("blind/<int:task_id>/", views_blind.blind_detail, name="monitor-blind"),
+    path("blind/<int:task_id>/judge/", views_blind.blind_judge, name="monitor-blind-judge"),
+    path("blind/<int:task_id>/toggle/", views_blind.blind_toggle, name="monitor-blind-toggle"),
+    path("blind/<int:task_id>/assign/", views_blind.blind_assign, name="monitor-blind-assign"),
+    path("blind/<int:task_id>/auto-judge/", views_blind.blind_auto_judge, name="monitor-blind-auto-judge"),
+    path("blind/<int:task_id>/retry/", views_blind.arena_retry, name="monitor-arena-retry"),
+    path("blind/<int:task_id>/export/", views_blind.arena_export_view, name="monitor-arena-export"),
+    # addresses of human evaluations before they became blind tasks (their ids were kept)
+    path("human-evals/<int:task_id>/", views_blind.legacy, name="monitor-human-eval"),
+    path("human-evals/<int:task_id>/review/", views_blind.legacy, {"page": "judge"}),
 ]

@@ -1,4 +1,4 @@
-"""Monitoring pages: the job monitor, samples, checkpoint actions, compare, human evaluation."""
+"""Monitoring pages: the job monitor, checkpoint actions (opening a human evaluation among them), compare."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +18,7 @@ from webapp.core.services import ApplicationError
 from webapp.monitoring import selectors, services
 from webapp.monitoring.compare import compare_table, load_jobs
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
-from webapp.monitoring.models import CheckpointExport, HumanEvalTask
+from webapp.monitoring.models import CheckpointExport
 from webapp.runs.models import Job
 
 
@@ -142,7 +142,7 @@ def human_eval_create(request, slug, job_id, step):
         messages.error(request, exc.message)
         return _back(request, slug, job)
     messages.success(request, f"Human evaluation #{task.pk} is open: reviewers find it under Human evaluation.")
-    return redirect("monitor-human-eval", slug=slug, task_id=task.pk)
+    return redirect("monitor-blind", slug=slug, task_id=task.pk)
 
 
 def compare(request, slug):
@@ -162,85 +162,3 @@ def compare(request, slug):
         "project": access.project, "access": access, "jobs": jobs, "selected": selected, "names": names,
         "name": name, "compare_config": compare_config, "table": table, "tie_rule": TIE_RULE,
         "is_win_rate": "win_rate" in name})
-
-
-def human_eval_list(request, slug):
-    access = project_access(request.user, slug)
-    tasks = HumanEvalTask.objects.filter(project=access.project).select_related("checkpoint__job", "created_by")
-    rows = []
-    for task in tasks[:100]:
-        summary = selectors.human_eval_summary(task)
-        mine = task.items.filter(verdicts__reviewer=request.user).count()
-        rows.append({"task": task, "summary": summary, "mine": mine,
-                     "assigned": task.assignees.filter(pk=request.user.pk).exists()})
-    return render(request, "monitoring/human_eval_list.html", {"project": access.project, "access": access,
-                                                               "rows": rows})
-
-
-def human_eval_detail(request, slug, task_id):
-    access = project_access(request.user, slug)
-    task = get_object_or_404(HumanEvalTask.objects.select_related("checkpoint__job"), pk=task_id,
-                             project=access.project)
-    summary = selectors.human_eval_summary(task)
-    return render(request, "monitoring/human_eval_detail.html", {
-        "project": access.project, "access": access, "task": task, "summary": summary,
-        "mine": task.items.filter(verdicts__reviewer=request.user).count(),
-        "judge_runs": list(task.judge_runs.order_by("created_at", "id")),
-        "judge_choices": services.judge_choices(task) if task.status == "ready" else [],
-        "schedule": services.periodic.schedule_of(task.checkpoint.job) or {}})
-
-
-@require_POST
-def arena_auto_judge(request, slug, arena_id):
-    from webapp.monitoring.models import Arena
-
-    access = project_access(request.user, slug, Role.ENGINEER)
-    arena = get_object_or_404(Arena, pk=arena_id, project=access.project)
-    try:
-        run = services.judge_request(arena=arena, user=request.user, judge=request.POST.get("judge", ""))
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"{run.label} is judging the pairs on a worker (each twice, positions swapped).")
-    return redirect("monitor-arena", slug=slug, arena_id=arena.pk)
-
-
-@require_POST
-def human_eval_auto_judge(request, slug, task_id):
-    access = project_access(request.user, slug, Role.ENGINEER)
-    task = get_object_or_404(HumanEvalTask.objects.select_related("checkpoint__job"), pk=task_id,
-                             project=access.project)
-    try:
-        run = services.judge_request(task=task, user=request.user, judge=request.POST.get("judge", ""))
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"{run.label} is judging the pairs on a worker (each twice, positions swapped).")
-    return redirect("monitor-human-eval", slug=slug, task_id=task.pk)
-
-
-def human_eval_review(request, slug, task_id):
-    """The blind review screen: one item at a time, sides as recorded, no scores shown."""
-    access = project_access(request.user, slug, Role.REVIEWER)
-    task = get_object_or_404(HumanEvalTask, pk=task_id, project=access.project)
-    item = None
-    if request.GET.get("item"):
-        item = task.items.filter(pk=request.GET["item"]).first() if request.GET["item"].isdigit() else None
-    item = item or selectors.next_item_for(task, request.user)
-    verdict = item.verdicts.filter(reviewer=request.user).first() if item else None
-    done = task.items.filter(verdicts__reviewer=request.user).count()
-    prev_item = task.items.filter(index__lt=item.index).order_by("-index").first() if item else None
-    next_item = task.items.filter(index__gt=item.index).order_by("index").first() if item else None
-    return render(request, "monitoring/human_eval_review.html", {
-        "project": access.project, "access": access, "task": task, "item": item, "verdict": verdict,
-        "done": done, "total": task.items.count(), "prev_item": prev_item, "next_item": next_item,
-        "response_a": item.response("a") if item else "", "response_b": item.response("b") if item else ""})
-
-
-@require_POST
-def human_eval_toggle(request, slug, task_id):
-    access = project_access(request.user, slug, Role.ENGINEER)
-    task = get_object_or_404(HumanEvalTask, pk=task_id, project=access.project)
-    services.human_eval_set_open(task=task, user=request.user, is_open=not task.is_open)
-    messages.success(request, "Evaluation reopened." if task.is_open else "Evaluation closed.")
-    return redirect("monitor-human-eval", slug=slug, task_id=task.pk)

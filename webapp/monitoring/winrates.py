@@ -21,7 +21,8 @@ def view(*, rate: float | None, lo: float | None, hi: float | None, n: int | Non
             "decisive_share": counts[0] / decisive if decisive else None,
             "wins": counts[0] if counts else None, "ties": counts[1] if counts else None,
             "losses": counts[2] if counts else None, "accuracy": accuracy,
-            "note": winrate.precision_note(n, lo, hi) if rate is not None else "", "tie_rule": winrate.TIE_RULE}
+            "note": winrate.precision_note(n, lo, hi) if rate is not None else "", "tie_rule": winrate.TIE_RULE,
+            "without_ties": winrate.decisive_text(*counts) if counts else ""}
 
 
 def from_summary(summary: winrate.WinRateSummary, accuracy: float | None = None) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """The arena services: two demo checkpoints answer the same prompts with recorded seeds, reviewers judge
-blind, results keep wins / ties / losses apart, and the judgements become a preference dataset version
-that a reward-model job trains on."""
+blind, results (once closed) keep wins / ties / losses apart, and the verdicts become a preference dataset
+version that a reward-model job trains on."""
 from __future__ import annotations
 
 import json
@@ -14,10 +14,11 @@ from django.conf import settings
 from training import demo
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetRow
-from webapp.monitoring.arena_results import arena_results, majority, next_pair_for
-from webapp.monitoring.models import Arena, ArenaJudgement, EvaluationStatus
-from webapp.monitoring.services.arena import arena_create, arena_generate, arena_judge, shown_left, side_choices
+from webapp.monitoring.blind_results import blind_results, majority
+from webapp.monitoring.models import BlindTask, BlindVerdict, EvaluationStatus
+from webapp.monitoring.services.arena import arena_create, arena_generate, side_choices
 from webapp.monitoring.services.arena_export import arena_export, export_rows
+from webapp.monitoring.services.blind import left_side, next_pair_for, task_set_open, verdict_record
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import Checkpoint, Job, JobKind, JobState
 
@@ -53,7 +54,7 @@ def demo_run(project, models: dict[str, Path]) -> tuple[Job, Checkpoint, Checkpo
 
 
 @pytest.fixture
-def generated(project, engineer, arena_models) -> Arena:
+def generated(project, engineer, arena_models) -> BlindTask:
     _job, c10, c20, _base = demo_run(project, arena_models)
     arena = arena_create(project=project, user=engineer, side_a=f"ckpt:{c10.pk}", side_b=f"ckpt:{c20.pk}",
                          prompts=PROMPTS, sampling={"max_new_tokens": 4, "temperature": 0.7}, seed=123)
@@ -66,6 +67,7 @@ def test_both_sides_answer_with_the_same_settings_and_recorded_seeds(generated):
     assert arena.engine == "transformers" and arena.progress == 1.0
     pairs = list(arena.pairs.all())
     assert [p.prompt for p in pairs] == PROMPTS and [p.seed for p in pairs] == [123 + i for i in range(10)]
+    assert arena.source == "arena" and arena.anyone_may_judge and [r["prompt"] for r in arena.prompts] == PROMPTS
     # the step-20 checkpoint knows the sums; the step-10 one only the format
     right_b = sum(p.response_b.strip() == str(eval(p.prompt[:-1])) for p in pairs)
     right_a = sum(p.response_a.strip() == str(eval(p.prompt[:-1])) for p in pairs)
@@ -85,20 +87,27 @@ def test_a_pair_can_be_generated_again_from_its_seed(generated):
     assert again.text == pair.response_a
 
 
-def test_blind_judging_records_the_side_shown_left_and_results_keep_ties_apart(generated, reviewer, reviewer2):
-    pairs = list(generated.pairs.all())
-    lefts = {shown_left(p, reviewer) for p in pairs}
-    assert lefts == {"a", "b"}  # randomised per pair
+def pick(pair, user, side: str) -> str:
+    """The key a reviewer presses to pick `side` wherever it is shown to them."""
+    return "left" if left_side(pair, user) == side else "right"
+
+
+def test_blind_judging_records_the_side_shown_left_and_results_keep_ties_apart(generated, reviewer, reviewer2,
+                                                                               engineer):
+    pairs = [p for p in generated.pairs.all() if not p.identical]
+    assert len(pairs) >= 8  # the two checkpoints disagree on most sums
+    lefts = {left_side(p, reviewer) for p in pairs}
+    assert lefts == {"a", "b"}  # random per pair
     for p in pairs[:6]:  # rita prefers B wherever it was shown
-        arena_judge(pair=p, reviewer=reviewer, choice="left" if shown_left(p, reviewer) == "b" else "right")
-    arena_judge(pair=pairs[6], reviewer=reviewer, choice="tie")
-    arena_judge(pair=pairs[7], reviewer=reviewer, choice="both_bad")
-    j = ArenaJudgement.objects.get(pair=pairs[0], reviewer=reviewer)
-    assert j.choice == "b" and j.shown_left == shown_left(pairs[0], reviewer)
+        verdict_record(pair=p, reviewer=reviewer, choice=pick(p, reviewer, "b"))
+    verdict_record(pair=pairs[6], reviewer=reviewer, choice="tie")
+    verdict_record(pair=pairs[7], reviewer=reviewer, choice="both_bad")
+    j = BlindVerdict.objects.get(pair=pairs[0], reviewer=reviewer)
+    assert j.choice == "b" and j.shown_left == left_side(pairs[0], reviewer)
     for p in pairs[:2]:  # rob agrees on one pair, not on the other
-        arena_judge(pair=p, reviewer=reviewer2, choice="tie")
-    arena_judge(pair=pairs[0], reviewer=reviewer2, choice="left" if shown_left(pairs[0], reviewer2) == "b" else "right")
-    res = arena_results(generated)
+        verdict_record(pair=p, reviewer=reviewer2, choice="tie")
+    verdict_record(pair=pairs[0], reviewer=reviewer2, choice=pick(pairs[0], reviewer2, "b"))
+    res = blind_results(generated)
     assert res.judged_pairs == 8 and res.judgements == 10
     # pair 1: rita B, rob tie -> an even split, counted as a tie
     assert (res.outcome["b"].count, res.outcome["tie"].count, res.outcome["both_bad"].count,
@@ -109,13 +118,13 @@ def test_blind_judging_records_the_side_shown_left_and_results_keep_ties_apart(g
     rita = next(r for r in res.reviewers if r["reviewer"] == "rita")
     assert rita["judged"] == 8 and rita["b"] == 6 and rita["shared"] == 2 and rita["agreement"] == 0.5
     assert res.exportable == 7
-    assert next_pair_for(generated, reviewer).index == 8
+    nxt = next_pair_for(generated, reviewer)
+    assert (nxt.index if nxt else None) == (pairs[8].index if len(pairs) > 8 else None)
     with pytest.raises(ApplicationError, match="Choose one of"):
-        arena_judge(pair=pairs[0], reviewer=reviewer, choice="a")
-    generated.is_open = False
-    generated.save()
+        verdict_record(pair=pairs[0], reviewer=reviewer, choice="a")
+    task_set_open(task=generated, user=engineer, is_open=False)
     with pytest.raises(ApplicationError, match="closed"):
-        arena_judge(pair=pairs[9], reviewer=reviewer, choice="tie")
+        verdict_record(pair=pairs[-1], reviewer=reviewer, choice="tie")
 
 
 def test_majority_rule():
@@ -129,14 +138,17 @@ def test_export_is_a_preference_version_with_provenance_that_a_reward_model_job_
     from training.local.train import run_job
     from webapp.runs.services import job_create, job_launch
 
-    pairs = list(generated.pairs.all())
-    for p in pairs:  # B better on 8 pairs, a tie and a both-bad
-        choice = {8: "tie", 9: "both_bad"}.get(p.index, "left" if shown_left(p, reviewer) == "b" else "right")
-        arena_judge(pair=p, reviewer=reviewer, choice=choice)
-    usable = [p for p in pairs[:8] if p.response_a.strip() and p.response_b.strip() and p.response_a != p.response_b]
+    pairs = [p for p in generated.pairs.all() if not p.identical]
+    for p in pairs:  # B better but on the last two pairs: a tie and a both-bad
+        choice = {pairs[-2].index: "tie", pairs[-1].index: "both_bad"}.get(p.index, pick(p, reviewer, "b"))
+        verdict_record(pair=p, reviewer=reviewer, choice=choice)
+    usable = [p for p in pairs[:-2] if p.response_a.strip() and p.response_b.strip()]
     assert len(usable) >= 4  # the two checkpoints disagree on most sums
     rows, skipped = export_rows(generated)
-    assert len(rows) == len(usable) and sum(skipped.values()) == 8 - len(usable)
+    assert len(rows) == len(usable) and sum(skipped.values()) == len(pairs) - 2 - len(usable)
+    with pytest.raises(ApplicationError, match="Close the arena first"):
+        arena_export(arena=generated, user=engineer)
+    task_set_open(task=generated, user=engineer, is_open=False)
     version = arena_export(arena=generated, user=engineer)
     assert version.dataset.kind == "preference" and version.row_count == len(usable)
     assert version.dataset.name == f"arena-{generated.pk}-preferences"
@@ -176,6 +188,6 @@ def test_refusals_store_nothing(project, engineer, arena_models, outsider):
     for kwargs, message in cases:
         with pytest.raises(ApplicationError, match=message):
             arena_create(project=project, user=engineer, **{"prompts": PROMPTS, **kwargs})
-    assert Arena.objects.count() == 0
+    assert BlindTask.objects.count() == 0
     values = [v for v, _ in side_choices(project)]
     assert values == [f"ckpt:{c20.pk}", f"ckpt:{c10.pk}", f"model:{base.pk}"]

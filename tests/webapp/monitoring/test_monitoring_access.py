@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from webapp.core.models import Project
-from webapp.monitoring.models import HumanEvalItem, HumanEvalTask
+from tests.webapp.monitoring.test_blind import make_task
 
 pytestmark = pytest.mark.django_db
 
@@ -14,10 +14,8 @@ def setup(make_job, checkpoint, points, project):
     job = make_job()
     ckpt = checkpoint(job, 5)
     points(job, "actor/kl_loss", [0.05] * 6)
-    task = HumanEvalTask.objects.create(project=project, checkpoint=ckpt, title="t", source="s")
-    item = HumanEvalItem.objects.create(task=task, index=0, prompt="p", policy_response="x", reference_response="y",
-                                        policy_side="a")
-    return {"job": job, "ckpt": ckpt, "task": task, "item": item, "slug": project.slug}
+    task = make_task(project, source="checkpoint", b_checkpoint=ckpt, responses=[("y", "x")])
+    return {"job": job, "ckpt": ckpt, "task": task, "item": task.pairs.get(), "slug": project.slug}
 
 
 def pages(s):
@@ -26,25 +24,28 @@ def pages(s):
     return {
         "viewer_get": [f"/p/{s['slug']}/jobs/{j}/", f"{base}/jobs/{j}/samples/", f"{base}/jobs/{j}/checkpoints/",
                        f"{base}/compare/?jobs={j}",
-                       f"{base}/human-evals/", f"{base}/human-evals/{s['task'].pk}/"],
-        "reviewer_get": [f"{base}/human-evals/{s['task'].pk}/review/"],
+                       f"{base}/human-evals/", f"{base}/arenas/", f"{base}/blind/{s['task'].pk}/"],
+        "reviewer_get": [f"{base}/blind/{s['task'].pk}/judge/"],
         "engineer_get": [f"{base}/jobs/{j}/checkpoints/5/rollback/"],
         "engineer_post": [f"{base}/jobs/{j}/checkpoints/5/promote/", f"{base}/jobs/{j}/checkpoints/5/rollback/",
                           f"{base}/jobs/{j}/checkpoints/5/export/", f"{base}/jobs/{j}/checkpoints/5/evaluate/",
-                          f"{base}/jobs/{j}/checkpoints/5/human-eval/", f"{base}/human-evals/{s['task'].pk}/toggle/"],
+                          f"{base}/jobs/{j}/checkpoints/5/human-eval/", f"{base}/blind/{s['task'].pk}/toggle/",
+                          f"{base}/blind/{s['task'].pk}/assign/", f"{base}/blind/{s['task'].pk}/auto-judge/"],
     }
 
 
 def apis(s):
     base = f"/api/projects/{s['slug']}/monitor"
-    j = s["job"].pk
+    j, t = s["job"].pk, s["task"].pk
     return {
         "viewer_get": [f"{base}/jobs/{j}/metrics/?names=actor/kl_loss", f"{base}/jobs/{j}/live/?names=actor/kl_loss",
                        f"{base}/jobs/{j}/metric-names/", f"{base}/jobs/{j}/events/", f"{base}/jobs/{j}/checkpoints/",
-                       f"{base}/compare/?jobs={j}&name=actor/kl_loss"],
+                       f"{base}/compare/?jobs={j}&name=actor/kl_loss", f"{base}/blind/", f"{base}/blind/{t}/",
+                       f"{base}/blind/{t}/judges/", f"{base}/arenas/"],
         "engineer_post": [f"{base}/jobs/{j}/checkpoints/5/promote/", f"{base}/jobs/{j}/rollback/",
-                          f"{base}/jobs/{j}/checkpoints/5/evaluate/"],
-        "reviewer_post": [f"{base}/human-evals/{s['task'].pk}/verdicts/"],
+                          f"{base}/jobs/{j}/checkpoints/5/evaluate/", f"{base}/blind/{t}/open/",
+                          f"{base}/blind/{t}/assign/", f"{base}/blind/{t}/judges/", f"{base}/blind/{t}/export/"],
+        "reviewer_post": [f"{base}/blind/{t}/verdicts/"],
     }
 
 
@@ -84,7 +85,7 @@ def test_reviewer_judges_but_cannot_promote_or_roll_back(setup, reviewer, as_use
         assert client.post(path).status_code == 403, path
     for path in a["engineer_post"]:
         assert api.post(path, {"step": 5}, format="json").status_code == 403, path
-    r = api.post(a["reviewer_post"][0], {"item": setup["item"].pk, "choice": "a"}, format="json")
+    r = api.post(a["reviewer_post"][0], {"pair": setup["item"].pk, "choice": "left"}, format="json")
     assert r.status_code == 201
 
 

@@ -1,5 +1,5 @@
-"""Periodic human evaluation: a task for every N-th checkpoint (once, however often the run syncs), assigned
-to the project's reviewers, and the reward-vs-human gap flag."""
+"""Periodic human evaluation: a blind task for every N-th checkpoint (once, however often the run syncs), assigned
+to the project's reviewers, and the reward-vs-human gap flag (checked when the task closes)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,9 @@ import pytest
 from webapp.core import queue
 from webapp.monitoring import selectors
 from webapp.monitoring.hooks import after_sync
-from webapp.monitoring.models import HumanEvalTask
-from webapp.monitoring.services import gap_check, human_eval_judge, schedule_process
+from webapp.monitoring.models import BlindTask
+from webapp.monitoring.services import gap_check, schedule_process, verdict_record
+from webapp.monitoring.services.blind import left_side
 from webapp.monitoring.services.periodic import fill_scheduled, reviewers
 from webapp.notifications.models import Delivery, Hook
 from webapp.runs.models import RunEvent
@@ -45,18 +46,19 @@ def test_every_second_checkpoint_gets_one_task_however_often_the_run_syncs(
         first = schedule_process(job)
         after_sync(job, [])  # the job_synced hook: nothing new
         schedule_process(job)
-    assert [t.checkpoint.step for t in first] == [10]
+    assert [t.b_checkpoint.step for t in first] == [10]
     checkpoint(job, 20)
     with django_capture_on_commit_callbacks(execute=True):
         after_sync(job, [])
         after_sync(job, [])
-    tasks = HumanEvalTask.objects.filter(checkpoint__job=job, scheduled=True).order_by("checkpoint__step")
-    assert [(t.checkpoint.step, t.opponent_step, t.opponent) for t in tasks] == [(10, 5, "step 5"),
-                                                                                (20, 10, "step 10")]
-    assert all(t.status == "generating" and not t.is_open for t in tasks)
+    tasks = BlindTask.objects.filter(b_checkpoint__job=job, source="periodic").order_by("b_checkpoint__step")
+    assert [(t.b_checkpoint.step, t.opponent_step, t.opponent) for t in tasks] == [(10, 5, "step 5"),
+                                                                                  (20, 10, "step 10")]
+    assert all(t.status == "queued" and not t.is_open for t in tasks)
     assert sent == [(queue.PREPARE_HUMAN_EVAL, t.pk) for t in tasks]  # one generation each
     prompts = (Path(job.run_dir) / "human_evals" / str(tasks[0].pk) / "prompts.jsonl").read_text().splitlines()
     assert len(prompts) == 3 and json.loads(prompts[0])["prompt"] == "0+1="  # held out: the run's val split
+    assert json.loads(prompts[0])["ground_truth"] == "1" and tasks[0].prompts[0]["ground_truth"] == "1"
 
 
 def test_no_schedule_no_tasks_and_against_base(make_job, checkpoint, sent, tiny_model_dir, project):
@@ -83,10 +85,11 @@ def test_filled_task_is_assigned_to_the_reviewers_and_notified(make_job, checkpo
     fill_scheduled(task, [{"prompt": "1+1=", "a": "2", "b": "3", "ground_truth": "2"},
                           {"prompt": "2+2=", "a": "4", "b": "4"}])
     task.refresh_from_db()
-    assert task.is_open and task.status == "ready" and task.items.count() == 2
-    assert set(task.assignees.all()) == {reviewer, reviewer2}
-    item = task.items.get(index=0)
-    assert item.policy_response == "2" and item.reference_response == "3" and item.ground_truth == "2"
+    assert task.is_open and task.status == "succeeded" and task.pairs.count() == 2
+    assert set(task.assignees.all()) == {reviewer, reviewer2} and not task.anyone_may_judge
+    pair = task.pairs.get(index=0)
+    assert pair.response_b == "2" and pair.response_a == "3" and pair.ground_truth == "2"  # B: the policy
+    assert task.pairs.get(index=1).identical  # "4" vs "4": a tie, not shown to reviewers
     assert not task.judge_runs.exists()  # a run without a reward: no automatic judge
     delivery = Delivery.objects.get(hook=hook, event="human_eval.assigned")
     assert set(delivery.payload["data"]["reviewers"]) == {"rita", "rob"}
@@ -98,14 +101,17 @@ def _judged_task(make_job, checkpoint, points, sent, reviewer, rewards, choice_f
     checkpoint(job, 5)
     checkpoint(job, 10)
     schedule_process(job)
-    task = HumanEvalTask.objects.get(checkpoint__job=job, checkpoint__step=10)
+    task = BlindTask.objects.get(b_checkpoint__job=job, b_checkpoint__step=10)
     fill_scheduled(task, [{"prompt": f"q{i}", "a": f"new {i}", "b": f"old {i}"} for i in range(10)])
-    for item in task.items.all():
-        policy = item.policy_side
-        other = "b" if policy == "a" else "a"
-        human_eval_judge(item=item, reviewer=reviewer, choice={"policy": policy, "other": other,
-                                                               "tie": "tie"}[choice_for_policy])
-    task.refresh_from_db()
+    pairs = list(task.pairs.all())
+    for pair in pairs:
+        side = {"policy": "b", "other": "a"}.get(choice_for_policy)
+        choice = "tie" if side is None else ("left" if left_side(pair, reviewer) == side else "right")
+        task.refresh_from_db()
+        assert task.is_open and not task.gap  # blind until the last verdict: no gap computed, nothing flagged
+        verdict_record(pair=pair, reviewer=reviewer, choice=choice)
+    task.refresh_from_db()  # the only assignee judged every pair: the task closed itself and checked the gap
+    assert not task.is_open
     return job, task
 
 
@@ -153,12 +159,13 @@ def test_the_worker_generates_both_sides_and_opens_the_task(make_job, tiny_model
     Checkpoint.objects.create(job=job, step=5, path=str(ckpt))
     (task,) = schedule_process(job)
     task = human_eval_prepare(task_id=task.pk)
-    assert task.status == "ready", task.error
+    assert task.status == "succeeded", task.error
     assert task.is_open and list(task.assignees.all()) == [reviewer]
-    items = list(task.items.order_by("index"))
-    assert [i.prompt for i in items] == ["0+1=", "1+1="] and items[0].ground_truth == "1"
-    assert items[0].policy_response == items[0].reference_response  # the same weights, greedy: the same answer
-    assert human_eval_prepare(task_id=task.pk).items.count() == 2  # a redelivered task does nothing
+    pairs = list(task.pairs.order_by("index"))
+    assert [p.prompt_text for p in pairs] == ["0+1=", "1+1="] and pairs[0].ground_truth == "1"
+    assert pairs[0].response_b == pairs[0].response_a  # the same weights, greedy: the same answer
+    assert pairs[0].identical  # recorded as a tie, never shown to the reviewer
+    assert human_eval_prepare(task_id=task.pk).pairs.count() == 2  # a redelivered task does nothing
 
 
 def test_a_generation_failure_is_shown_on_the_task(make_job, checkpoint, project, sent, tmp_path):
@@ -171,7 +178,7 @@ def test_a_generation_failure_is_shown_on_the_task(make_job, checkpoint, project
     checkpoint(job, 5)  # a fake model folder: nothing can load it
     (task,) = schedule_process(job)
     task = human_eval_prepare(task_id=task.pk)
-    assert task.status == "failed" and task.error and not task.is_open and task.items.count() == 0
+    assert task.status == "failed" and task.error and not task.is_open and task.pairs.count() == 0
 
 
 def test_the_runs_reward_judges_a_scheduled_task_automatically(make_job, checkpoint, sent, monkeypatch,
@@ -199,7 +206,7 @@ def test_an_opponent_gone_from_disk_fails_the_task_with_its_reason(make_job, che
     first = checkpoint(job, 5)
     checkpoint(job, 10)
     tasks = schedule_process(job)
-    task = next(t for t in tasks if t.checkpoint.step == 10)
+    task = next(t for t in tasks if t.b_checkpoint.step == 10)
     assert task.opponent == "step 5"
     shutil.rmtree(first.path)  # retention deleted it before a worker got to the task
     task = human_eval_prepare(task_id=task.pk)
@@ -214,7 +221,7 @@ def test_checkpoints_a_scheduled_evaluation_needs_are_protected(make_job, checkp
         checkpoint(job, step)
     schedule_process(job)  # tasks at 10 (vs 5) and 20 (vs 10), both still generating
     assert {5, 10, 20} <= protected_steps(job)
-    HumanEvalTask.objects.filter(checkpoint__job=job).update(status="ready")
+    BlindTask.objects.filter(b_checkpoint__job=job).update(status="succeeded")
     assert protected_steps(job) & {5, 10, 15, 20} == {20}  # the next evaluation compares with step 20
     job.state = "succeeded"
     job.save(update_fields=["state"])

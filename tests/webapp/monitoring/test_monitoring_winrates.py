@@ -47,8 +47,32 @@ def test_checkpoint_table_shows_the_validation_and_evaluation_win_rates_with_the
     # the evaluation: 200 pairs, ±10 points: no warning for it
     assert "90 won" in body and "40 tied" in body and "70 lost" in body and "accuracy 60.0%" in body
     assert body.count("Too few samples") == 1
-    assert "ties left out: 100.0% of 1 decisive pair<" in body  # the validation cell: 1 win, 0 losses
-    assert "ties left out: 56.2% of 160 decisive pairs" in body  # the evaluation: 90 of 160
+    # what the rate is without the ties, said in words (it read "ties left out: 100.0 % of 1 decisive pair")
+    assert "Setting the 3 ties aside: won 1 of the 1 pair that had a winner (100%).<" in body
+    assert "Setting the 40 ties aside: won 90 of the 160 pairs that had a winner (56%).<" in body
+    assert "decisive pair" not in body
+
+
+def test_the_checkpoints_api_reports_wins_ties_losses_and_too_few_like_every_win_rate(make_job, checkpoint, viewer,
+                                                                                        api_for):
+    job = make_job()
+    small, large, old = checkpoint(job, 5), checkpoint(job, 10), checkpoint(job, 15)
+    CheckpointEvaluation.objects.create(checkpoint=small, status=EvaluationStatus.SUCCEEDED, win_rate=0.625,
+                                        win_rate_lo=0.3, win_rate_hi=0.9, n=4,
+                                        result={"wins": 1, "ties": 3, "losses": 0})
+    CheckpointEvaluation.objects.create(checkpoint=large, status=EvaluationStatus.SUCCEEDED, win_rate=0.55,
+                                        win_rate_lo=0.48, win_rate_hi=0.62, n=200,
+                                        result={"wins": 90, "ties": 40, "losses": 70})
+    CheckpointEvaluation.objects.create(checkpoint=old, status=EvaluationStatus.SUCCEEDED, win_rate=0.5,
+                                        win_rate_lo=0.4, win_rate_hi=0.6, n=100, result={})  # counts not kept then
+    body = api_for(viewer).get(f"/api/projects/{job.project.slug}/monitor/jobs/{job.pk}/checkpoints/").json()
+    ev = {c["step"]: c["evaluation"] for c in body["checkpoints"]}
+    assert {k: ev[5][k] for k in ("wins", "ties", "losses", "n", "win_rate", "too_few")} == {
+        "wins": 1, "ties": 3, "losses": 0, "n": 4, "win_rate": 0.625, "too_few": True}
+    assert "only 4 judged pairs" in ev[5]["note"] and "won 1 of the 1 pair" in ev[5]["without_ties"]
+    assert (ev[10]["wins"], ev[10]["ties"], ev[10]["losses"], ev[10]["too_few"], ev[10]["note"]) == (90, 40, 70, False,
+                                                                                                     "")
+    assert (ev[15]["wins"], ev[15]["win_rate"], ev[15]["n"]) == (None, 0.5, 100)
 
 
 def test_win_rate_chart_states_the_tie_rule_and_draws_the_parts(make_job, points, viewer, as_user):

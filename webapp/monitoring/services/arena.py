@@ -1,14 +1,15 @@
-"""The arena: two checkpoints (or a checkpoint and a registered model) answer the same prompts; reviewers
-judge the pairs blind; each decisive judgement can become a preference pair in a new dataset version.
+"""The arena: two checkpoints (or a checkpoint and a registered model) answer the same prompts in a blind task
+(source "arena"); reviewers judge the pairs blind (services/blind.py); each decisive verdict can become a
+preference pair in a new dataset version (arena_export.py).
 
 Generation runs on a worker (`jobs.tasks.generate_arena`, sent by name) in a subprocess,
-`python -m training.arena`, which uses the one generation interface (training.generation).
+`python -m training.arena`, which uses the one generation interface (training.generation). Prompts taken from a
+dataset keep what a reward needs to score their answers (ground truth, data source, extra info).
 """
 from __future__ import annotations
 
 import json
 import os
-import random
 import secrets
 import shutil
 import subprocess
@@ -25,19 +26,17 @@ from webapp.core.audit import audit
 from webapp.core.queue import GENERATE_ARENA, enqueue
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
-from webapp.monitoring.models import Arena, ArenaChoice, ArenaJudgement, ArenaPair, EvaluationStatus
+from webapp.monitoring.models import BlindPair, BlindSource, BlindTask, EvaluationStatus
+from webapp.monitoring.services.blind import new_pair
+from webapp.monitoring.services.judges import blind_dir
 from webapp.monitoring.services.work import claim
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind
+from webapp.runs.services.data import to_record
 
 MAX_PROMPTS = 500
 MAX_NEW_TOKENS = 4096
 ARENA_TIMEOUT_S = int(getattr(settings, "ARENA_TIMEOUT_S", 30 * 60))
-CHOICES = {"left", "right", "tie", "both_bad"}
-
-
-def arenas_dir() -> Path:
-    return Path(settings.MEDIA_ROOT) / "arenas"
 
 
 # --- sides and prompts -------------------------------------------------------------------------------------
@@ -84,7 +83,8 @@ def prompts_typed(text: str) -> list[str]:
     return [line.replace("\\n", "\n") for line in (text or "").splitlines() if line.strip()]
 
 
-def prompts_from_version(project, version: DatasetVersion | None, split: str, limit: int) -> list:
+def prompts_from_version(project, version: DatasetVersion | None, split: str, limit: int) -> list[dict]:
+    """The version's prompt rows as a run gets them (prompt, ground truth, data source, extra info)."""
     if version is None:
         raise ApplicationError("Choose a dataset version.", field="dataset_version")
     if version.dataset.project_id != project.pk:
@@ -94,7 +94,7 @@ def prompts_from_version(project, version: DatasetVersion | None, split: str, li
     rows = DatasetRow.objects.filter(version=version).exclude(prompt=None).order_by("index")
     if split in ("train", "val"):
         rows = rows.filter(split=split)
-    prompts = [r.prompt for r in rows.only("prompt")[:limit]]
+    prompts = [prompt_row(to_record(r, version.dataset.kind)) for r in rows[:limit]]
     if not prompts:
         raise ApplicationError(f"{version} has no prompts in the {split} split.", field="dataset_version")
     return prompts
@@ -116,6 +116,15 @@ def clean_sampling(raw: dict[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+def prompt_row(value: Any) -> dict[str, Any]:
+    """A prompt as an arena keeps it: {"prompt", "ground_truth", "data_source", "extra_info"}; a bare prompt
+    (text or messages) has no ground truth."""
+    row = value if isinstance(value, dict) and "prompt" in value else {"prompt": value}
+    return {"prompt": row["prompt"], "ground_truth": row.get("ground_truth") if row.get("ground_truth") not in
+            ("", None) else None, "data_source": str(row.get("data_source") or ""),
+            "extra_info": row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}}
+
+
 def prompt_text(prompt: Any) -> str:
     if isinstance(prompt, str):
         return prompt
@@ -128,8 +137,10 @@ def prompt_text(prompt: Any) -> str:
 # --- create and generate -----------------------------------------------------------------------------------
 
 def arena_create(*, project, user, side_a: str, side_b: str, prompts: list, sampling: dict | None = None,
-                 seed: int | None = None, dataset_version: DatasetVersion | None = None, title: str = "") -> Arena:
-    """Validate everything, store the arena and queue its generation (nothing is stored on a refusal)."""
+                 seed: int | None = None, dataset_version: DatasetVersion | None = None, title: str = "",
+                 assignees: list | None = None) -> BlindTask:
+    """Validate everything, store the arena and queue its generation (nothing is stored on a refusal).
+    Without `assignees` anyone in the project who may review can judge it (shown on the arena)."""
     a, b = side_parse(project, side_a, "side_a"), side_parse(project, side_b, "side_b")
     if side_a == side_b:
         raise ApplicationError("Choose two different sides.", field="side_b")
@@ -144,12 +155,16 @@ def arena_create(*, project, user, side_a: str, side_b: str, prompts: list, samp
     elif not 0 <= int(seed) < 2**62:
         raise ApplicationError("The seed must be a whole number from 0.", field="seed")
     title = (title or "").strip()[:200] or f"{a['label']} vs {b['label']}"[:200]
+    rows = [prompt_row(p) for p in prompts]
+    origin = f"{dataset_version} ({len(rows)} prompts)" if dataset_version else f"{len(rows)} typed prompts"
     with transaction.atomic():
-        arena = Arena.objects.create(
-            project=project, title=title, created_by=user, sides={"a": a, "b": b}, prompts=list(prompts),
-            sampling=sampling, seed=int(seed), dataset_version=dataset_version,
+        arena = BlindTask.objects.create(
+            project=project, source=BlindSource.ARENA, title=title, created_by=user, sides={"a": a, "b": b},
+            prompts=rows, origin=origin[:300], sampling=sampling, seed=int(seed), dataset_version=dataset_version,
             a_checkpoint_id=a.get("checkpoint"), a_model_id=a.get("model"),
-            b_checkpoint_id=b.get("checkpoint"), b_model_id=b.get("model"))
+            b_checkpoint_id=b.get("checkpoint"), b_model_id=b.get("model"), anyone_may_judge=not assignees)
+        if assignees:
+            arena.assignees.set(assignees)
         audit(actor=user, action="arena.create", project=project, obj=arena,
               summary=f"Started arena #{arena.pk}: {title} on {len(prompts)} prompts",
               after={"sides": arena.sides, "sampling": sampling, "seed": arena.seed, "prompts": len(prompts)})
@@ -165,19 +180,19 @@ def _side_queue(side: dict) -> str:
     return "cpu"
 
 
-def is_stalled(arena: Arena) -> bool:
+def is_stalled(arena: BlindTask) -> bool:
     """Queued or generating for longer than a generation may take: its worker is gone."""
     since = arena.started_at or arena.created_at
     return arena.is_active and (timezone.now() - since).total_seconds() > ARENA_TIMEOUT_S + 120
 
 
 @transaction.atomic
-def arena_retry(*, arena: Arena, user) -> Arena:
+def arena_retry(*, arena: BlindTask, user) -> BlindTask:
     """Generate a failed (or stalled) arena again, with the same prompts, settings and seed."""
-    arena = Arena.objects.select_for_update().get(pk=arena.pk)
+    arena = BlindTask.objects.select_for_update().get(pk=arena.pk, source=BlindSource.ARENA)
     if arena.status != EvaluationStatus.FAILED and not is_stalled(arena):
         raise ApplicationError("Only a failed or stalled arena can be generated again.")
-    ArenaPair.objects.filter(arena=arena).delete()
+    BlindPair.objects.filter(task=arena).delete()
     arena.status, arena.error, arena.progress = EvaluationStatus.QUEUED, "", 0.0
     arena.started_at = arena.finished_at = None
     arena.save()
@@ -194,17 +209,17 @@ def arena_command(spec_file: Path, out_file: Path) -> list[str]:
     return [python_executable(), "-m", "training.arena", "--spec", str(spec_file), "--out", str(out_file)]
 
 
-def arena_generate(*, arena_id: int) -> Arena:
+def arena_generate(*, arena_id: int) -> BlindTask:
     """Generate both sides (idempotent: the arena is claimed first); pairs are stored all at once at the end."""
     from training.backends.base import REPO_ROOT
 
-    arena, claimed = claim(Arena, arena_id)
+    arena, claimed = claim(BlindTask, arena_id)
     if not claimed:
         return arena
-    work = arenas_dir() / str(arena.pk)
+    work = blind_dir(arena)
     work.mkdir(parents=True, exist_ok=True)
     spec = {"sides": {k: {"path": v["path"], "base_model": v.get("base_model")} for k, v in arena.sides.items()},
-            "prompts": arena.prompts, "sampling": arena.sampling, "seed": arena.seed}
+            "prompts": [r["prompt"] for r in arena.prompts], "sampling": arena.sampling, "seed": arena.seed}
     (work / "spec.json").write_text(json.dumps(spec))
     out = work / "pairs.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH")] if p),
@@ -222,7 +237,7 @@ def arena_generate(*, arena_id: int) -> Arena:
             for line in proc.stdout:
                 msg = _json(line)
                 if "progress" in msg:
-                    Arena.objects.filter(pk=arena.pk).update(progress=float(msg["progress"]))
+                    BlindTask.objects.filter(pk=arena.pk).update(progress=float(msg["progress"]))
                 engine = msg.get("engine", engine)
             code = proc.wait()
             watchdog.cancel()
@@ -240,11 +255,12 @@ def arena_generate(*, arena_id: int) -> Arena:
         arena.save()
         return arena
     with transaction.atomic():
-        ArenaPair.objects.bulk_create([
-            ArenaPair(arena=arena, index=i, prompt=arena.prompts[i], prompt_text=prompt_text(arena.prompts[i]),
-                      response_a=r["a"]["text"], response_b=r["b"]["text"], truncated_a=bool(r["a"]["truncated"]),
-                      truncated_b=bool(r["b"]["truncated"]), seed=int(r["seed"]))
-            for i, r in enumerate(lines)])
+        BlindPair.objects.bulk_create([
+            new_pair(arena, i, response_a=r["a"]["text"], response_b=r["b"]["text"], prompt=row["prompt"],
+                     prompt_text=prompt_text(row["prompt"]), truncated_a=bool(r["a"]["truncated"]),
+                     truncated_b=bool(r["b"]["truncated"]), seed=int(r["seed"]), ground_truth=row["ground_truth"],
+                     data_source=row["data_source"], extra_info=row["extra_info"])
+            for i, (r, row) in enumerate(zip(lines, arena.prompts, strict=True))])
         arena.status, arena.progress, arena.engine = EvaluationStatus.SUCCEEDED, 1.0, engine[:16]
         arena.save()
     shutil.rmtree(work, ignore_errors=True)
@@ -257,40 +273,3 @@ def _json(line: str) -> dict:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
-
-
-# --- judging -----------------------------------------------------------------------------------------------
-
-def shown_left(pair: ArenaPair, reviewer) -> str:
-    """The side shown on the left to this reviewer: random per (pair, reviewer), the same on every visit."""
-    return random.Random(f"{pair.arena_id}:{pair.index}:{pair.seed}:{reviewer.pk}").choice(["a", "b"])
-
-
-@transaction.atomic
-def arena_judge(*, pair: ArenaPair, reviewer, choice: str) -> ArenaJudgement:
-    """Record (or change) a reviewer's verdict; `choice` is what they pressed: left, right, tie or both_bad."""
-    if choice not in CHOICES:
-        raise ApplicationError(f"Choose one of {', '.join(sorted(CHOICES))}, not '{choice}'.", field="choice")
-    arena = Arena.objects.select_for_update().get(pk=pair.arena_id)
-    if arena.status != EvaluationStatus.SUCCEEDED:
-        raise ApplicationError("This arena has no responses to judge yet.")
-    if not arena.is_open:
-        raise ApplicationError("This arena is closed.")
-    left = shown_left(pair, reviewer)
-    side = {"left": left, "right": "b" if left == "a" else "a"}.get(choice, choice)
-    previous = ArenaJudgement.objects.filter(pair=pair, reviewer=reviewer).first()
-    judgement, _ = ArenaJudgement.objects.update_or_create(pair=pair, reviewer=reviewer,
-                                                           defaults={"choice": side, "shown_left": left})
-    audit(actor=reviewer, action="arena.judge", project=arena.project, obj=judgement,
-          summary=f"Arena #{arena.pk} pair {pair.index + 1}: {ArenaChoice(side).label}",
-          before={"choice": previous.choice} if previous else None, after={"choice": side, "shown_left": left})
-    return judgement
-
-
-@transaction.atomic
-def arena_set_open(*, arena: Arena, user, is_open: bool) -> Arena:
-    arena.is_open = is_open
-    arena.save(update_fields=["is_open", "updated_at"])
-    audit(actor=user, action="arena.open" if is_open else "arena.close", project=arena.project, obj=arena,
-          summary=f"{'Reopened' if is_open else 'Closed'} arena #{arena.pk}")
-    return arena

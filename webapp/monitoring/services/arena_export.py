@@ -1,6 +1,6 @@
-"""Arena judgements → a new preference dataset version, through the datasets import service.
+"""An arena's verdicts → a new preference dataset version, through the datasets import service.
 
-Each judgement with a winner (A or B better) becomes one row: prompt, chosen = the winner's response,
+Each verdict with a winner (A or B better) becomes one row: prompt, chosen = the winner's response,
 rejected = the other's, and in extra_info its provenance: the arena, the pair, both sides (checkpoint,
 run, step, model), the sampling settings, the seed and the reviewer. Ties and "both bad" are not
 preferences, so they are not exported. Two reviewers who judged the same pair give two rows.
@@ -16,7 +16,8 @@ from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion
 from webapp.datasets.services import dataset_import
-from webapp.monitoring.models import Arena, ArenaJudgement, EvaluationStatus
+from webapp.monitoring.blind_results import pair_verdicts
+from webapp.monitoring.models import BlindSource, BlindTask, BlindVerdict, EvaluationStatus
 
 EXPORTED = ("a", "b")
 
@@ -31,7 +32,7 @@ def _response(prompt: Any, text: str) -> Any:
     return [{"role": "assistant", "content": text}] if isinstance(prompt, list) else text
 
 
-def export_rows(arena: Arena, *, agreed_only: bool = False) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def export_rows(arena: BlindTask, *, agreed_only: bool = False) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """(the preference rows of the arena's decisive judgements in pair then reviewer order, what was left out).
 
     Left out besides ties and both-bad: a judgement whose responses are identical (no preference to learn)
@@ -40,7 +41,7 @@ def export_rows(arena: Arena, *, agreed_only: bool = False) -> tuple[list[dict[s
     rows: list[dict[str, Any]] = []
     skipped = {"empty": 0, "identical": 0, "disagreed": 0}
     verdicts = pair_verdicts(arena) if agreed_only else {}
-    judgements = ArenaJudgement.objects.filter(pair__arena=arena, choice__in=EXPORTED) \
+    judgements = BlindVerdict.objects.filter(pair__task=arena, choice__in=EXPORTED) \
         .select_related("pair", "reviewer").order_by("pair__index", "reviewer__username")
     sides = {k: _side(v) for k, v in arena.sides.items()}
     for j in judgements:
@@ -49,7 +50,7 @@ def export_rows(arena: Arena, *, agreed_only: bool = False) -> tuple[list[dict[s
         if not pair.response_a.strip() or not pair.response_b.strip():
             skipped["empty"] += 1
             continue
-        if pair.response_a == pair.response_b:
+        if pair.identical:
             skipped["identical"] += 1
             continue
         if agreed_only and verdicts.get(pair.pk) != winner:
@@ -67,25 +68,17 @@ def export_rows(arena: Arena, *, agreed_only: bool = False) -> tuple[list[dict[s
     return rows, skipped
 
 
-def default_name(arena: Arena) -> str:
+def default_name(arena: BlindTask) -> str:
     return f"arena-{arena.pk}-preferences"
 
 
-def pair_verdicts(arena: Arena) -> dict[int, str]:
-    """{pair id: its reviewers' majority verdict}; an even split is a tie (arena_results.majority)."""
-    from webapp.monitoring.arena_results import majority
-
-    by_pair: dict[int, list[str]] = {}
-    for pair_id, choice in ArenaJudgement.objects.filter(pair__arena=arena).values_list("pair_id", "choice"):
-        by_pair.setdefault(pair_id, []).append(choice)
-    return {pk: majority(choices)[0] for pk, choices in by_pair.items()}
-
-
-def arena_export(*, arena: Arena, user, name: str = "", split: str = "10%", agreed_only: bool = False
+def arena_export(*, arena: BlindTask, user, name: str = "", split: str = "10%", agreed_only: bool = False
                  ) -> DatasetVersion:
     """A new version of dataset `name` (created if needed) holding the arena's decisive judgements."""
-    if arena.status != EvaluationStatus.SUCCEEDED:
+    if arena.source != BlindSource.ARENA or arena.status != EvaluationStatus.SUCCEEDED:
         raise ApplicationError("This arena has no judged pairs yet.")
+    if arena.is_open:
+        raise ApplicationError("Close the arena first: its verdicts stay blind while it is open.")
     rows, skipped = export_rows(arena, agreed_only=agreed_only)
     if not rows:
         raise ApplicationError("No judgement prefers one side with two different, non-empty responses: ties and "

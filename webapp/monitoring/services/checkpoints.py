@@ -230,17 +230,17 @@ def protected_steps(job: Job) -> set[int]:
 def _human_eval_steps(job: Job) -> set[int]:
     """Both sides of a scheduled human evaluation still being generated, and, while the run goes on, the last
     evaluated checkpoint: the next scheduled evaluation compares with it."""
-    from webapp.monitoring.models import HumanEvalTask
-    from webapp.monitoring.services.periodic import schedule_of
+    from webapp.monitoring.models import BlindSource, BlindTask, EvaluationStatus
+    from webapp.monitoring.services.gap import schedule_of
 
-    tasks = HumanEvalTask.objects.filter(checkpoint__job=job, scheduled=True)
+    tasks = BlindTask.objects.filter(b_checkpoint__job=job, source=BlindSource.PERIODIC)
     steps: set[int] = set()
-    for step, opponent in tasks.filter(status__in=["generating", "preparing"]).values_list("checkpoint__step",
-                                                                                            "opponent_step"):
-        steps |= {step} | ({opponent} if opponent else set())
+    for task in tasks.filter(status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING]).select_related(
+            "b_checkpoint"):
+        steps |= {task.b_checkpoint.step} | ({task.opponent_step} if task.opponent_step else set())
     sched = schedule_of(job)
     if sched and sched.get("against") != "base" and job.state in ACTIVE_STATES:
-        last = tasks.order_by("-checkpoint__step").values_list("checkpoint__step", flat=True).first()
+        last = tasks.order_by("-b_checkpoint__step").values_list("b_checkpoint__step", flat=True).first()
         if last is not None:
             steps.add(last)
     return steps

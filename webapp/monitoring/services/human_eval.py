@@ -1,8 +1,9 @@
-"""Blind pairwise human evaluation of a checkpoint's validation responses against their references."""
+"""Human evaluation of a checkpoint against the references: its validation responses (side B) and the
+dataset's reference responses (side A) in a blind task (source "checkpoint"); judged like every blind task
+(services/blind.py)."""
 from __future__ import annotations
 
 import json
-import random
 from typing import Any
 
 from django.db import transaction
@@ -10,15 +11,8 @@ from django.db import transaction
 from training.rundir import RunDir, read_jsonl
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
-from webapp.monitoring.models import (
-    CheckpointEvaluation,
-    Choice,
-    EvaluationStatus,
-    HumanEvalItem,
-    HumanEvalTask,
-    HumanVerdict,
-    Side,
-)
+from webapp.monitoring.models import BlindPair, BlindSource, BlindTask, CheckpointEvaluation, EvaluationStatus
+from webapp.monitoring.services.blind import new_pair
 from webapp.runs.models import Checkpoint, RunEvent
 
 MAX_ITEMS = 500
@@ -55,8 +49,9 @@ def _number(value: Any) -> float | None:
 
 
 @transaction.atomic
-def human_eval_create(*, checkpoint: Checkpoint, user, limit: int = 100, seed: int | None = None) -> HumanEvalTask:
-    """Open a blind pairwise task: each item shows the policy's and the reference's response on random sides."""
+def human_eval_create(*, checkpoint: Checkpoint, user, limit: int = 100) -> BlindTask:
+    """Open a blind task on the checkpoint's validation samples that have a reference response. Anyone in the
+    project who may review can judge it (shown on the task; an engineer can assign it instead)."""
     if not 1 <= int(limit) <= MAX_ITEMS:
         raise ApplicationError(f"Choose between 1 and {MAX_ITEMS} items.", field="limit")
     source, step, rows = sample_source(checkpoint)
@@ -65,56 +60,25 @@ def human_eval_create(*, checkpoint: Checkpoint, user, limit: int = 100, seed: i
         raise ApplicationError(f"Step {checkpoint.step} has no validation samples with a reference response. "
                                f"Press Evaluate on this checkpoint first; its samples feed the human evaluation.")
     job = checkpoint.job
-    task = HumanEvalTask.objects.create(project=job.project, checkpoint=checkpoint, source=source, sample_step=step,
-                                        created_by=user, title=f"Run #{job.pk} {job.name} · step {checkpoint.step}")
-    rng = random.Random(seed if seed is not None else task.pk * 7919 + checkpoint.pk)
-    HumanEvalItem.objects.bulk_create([
-        HumanEvalItem(task=task, index=i, prompt=_text(r.get("input")), policy_response=_text(r.get("output")),
-                      reference_response=_text(r.get("reference")), policy_score=_number(r.get("score")),
-                      reference_score=_number(r.get("reference_score")), auto_outcome=_number(r.get("win")),
-                      policy_side=rng.choice([Side.A, Side.B]), data_source=str(r.get("data_source") or ""))
-        for i, r in enumerate(rows[: int(limit)])])
+    rows = rows[: int(limit)]
+    task = BlindTask.objects.create(
+        project=job.project, source=BlindSource.CHECKPOINT, b_checkpoint=checkpoint, origin=source,
+        created_by=user, title=f"Run #{job.pk} {job.name} · step {checkpoint.step}", status=EvaluationStatus.SUCCEEDED,
+        progress=1.0, anyone_may_judge=True,
+        sides={"a": {"kind": "reference", "label": "reference"},
+               "b": {"kind": "checkpoint", "label": f"step {checkpoint.step}", "checkpoint": checkpoint.pk,
+                     "job": job.pk, "step": step}})
+    BlindPair.objects.bulk_create([
+        new_pair(task, i, response_a=_text(r.get("reference")), response_b=_text(r.get("output")),
+                 prompt=r.get("input"), prompt_text=_text(r.get("input")), score_b=_number(r.get("score")),
+                 score_a=_number(r.get("reference_score")), auto_outcome=_number(r.get("win")),
+                 ground_truth=r.get("gts"), data_source=str(r.get("data_source") or ""),
+                 extra_info=r.get("extra_info") if isinstance(r.get("extra_info"), dict) else {})
+        for i, r in enumerate(rows)])
     RunEvent.objects.create(job=job, kind="human_eval", step=checkpoint.step, actor=user,
-                            message=f"Human evaluation opened on step {checkpoint.step} "
-                                    f"({min(len(rows), int(limit))} items)", data={"task": task.pk})
+                            message=f"Human evaluation opened on step {checkpoint.step} ({len(rows)} items)",
+                            data={"task": task.pk})
     audit(actor=user, action="human_eval.create", project=job.project, obj=task,
           summary=f"Opened human evaluation of run #{job.pk} step {checkpoint.step} from {source}",
-          after={"task": task.pk, "items": min(len(rows), int(limit))})
-    return task
-
-
-def outcome_of(item: HumanEvalItem, choice: str) -> float:
-    """The verdict from the policy's side: 1 if the reviewer preferred the policy, 0.5 tie, 0 otherwise."""
-    if choice == Choice.TIE:
-        return 0.5
-    return 1.0 if choice == item.policy_side else 0.0
-
-
-@transaction.atomic
-def human_eval_judge(*, item: HumanEvalItem, reviewer, choice: str) -> HumanVerdict:
-    """Record (or change) one reviewer's verdict on an item."""
-    if choice not in Choice.values:
-        raise ApplicationError(f"Choose one of {', '.join(Choice.values)}, not '{choice}'.", field="choice")
-    task = HumanEvalTask.objects.select_for_update().get(pk=item.task_id)
-    if not task.is_open:
-        raise ApplicationError("This evaluation is closed.")
-    previous = HumanVerdict.objects.filter(item=item, reviewer=reviewer).first()
-    verdict, _ = HumanVerdict.objects.update_or_create(
-        item=item, reviewer=reviewer, defaults={"choice": choice, "outcome": outcome_of(item, choice)})
-    audit(actor=reviewer, action="human_eval.judge", project=task.project, obj=verdict,
-          summary=f"Human evaluation #{task.pk} item {item.index}: {Choice(choice).label}",
-          before={"choice": previous.choice} if previous else None, after={"choice": choice})
-    if task.opponent_step is not None:  # vs an earlier checkpoint or the base: is the reward's rise confirmed?
-        from webapp.monitoring.services.periodic import gap_check
-
-        gap_check(task)
-    return verdict
-
-
-@transaction.atomic
-def human_eval_set_open(*, task: HumanEvalTask, user, is_open: bool) -> HumanEvalTask:
-    task.is_open = is_open
-    task.save(update_fields=["is_open", "updated_at"])
-    audit(actor=user, action="human_eval.open" if is_open else "human_eval.close", project=task.project, obj=task,
-          summary=f"{'Reopened' if is_open else 'Closed'} human evaluation #{task.pk}")
+          after={"task": task.pk, "items": len(rows)})
     return task

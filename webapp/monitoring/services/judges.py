@@ -1,9 +1,9 @@
-"""Automatic judges on a human evaluation's or an arena's pairs: a Celery task runs `python -m training.judges`.
+"""Automatic judges on a blind task's pairs: a Celery task runs `python -m training.judges`.
 
 The judge runs in a subprocess, never in the worker: it loads models and runs user reward code (in the
-sandbox). Its W/T/L, bootstrap interval and position-bias share are shown beside the human verdicts.
-On a human evaluation the policy's response is judged against its opponent's; on an arena side B's
-against side A's (the arena's results table counts B's wins).
+sandbox). It judges side B's response against side A's (B's wins, as the task's results read), both
+orders, and gets what the reward gets in training: the prompt, each pair's ground truth, data source and
+extra info. Only judges that fit the pairs are offered; a judge that scored everything alike says so.
 """
 from __future__ import annotations
 
@@ -11,16 +11,17 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from training.judges import fit_problem
 from webapp.core.audit import audit
 from webapp.core.queue import RUN_JUDGE, enqueue
 from webapp.core.services import ApplicationError
-from webapp.monitoring.models import Arena, EvaluationStatus, HumanEvalTask, JudgeKind, JudgeRun
-from webapp.monitoring.services.arena import arenas_dir
+from webapp.monitoring.models import BlindSource, BlindTask, EvaluationStatus, JudgeKind, JudgeRun
 from webapp.monitoring.services.work import claim
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import RunEvent
@@ -28,80 +29,104 @@ from webapp.runs.models import RunEvent
 JUDGE_TIMEOUT_S = int(getattr(settings, "JUDGE_TIMEOUT_S", 25 * 60))
 
 
+def blind_dir(task: BlindTask) -> Path:
+    """Work files of a task without a run of its own (an arena's generation and judges)."""
+    return Path(settings.MEDIA_ROOT) / "arenas" / str(task.pk)
+
+
 def _models(project):
     return ModelEntry.objects.filter(project=project).exclude(path="").order_by("name")
 
 
-def _reward_job(task: HumanEvalTask | None, arena: Arena | None):
-    """The run whose reward can judge: the task's run, or the run of an arena's side B checkpoint."""
-    if task is not None:
-        return task.checkpoint.job
-    ckpt = arena.b_checkpoint if arena is not None and arena.b_checkpoint_id else None
-    return ckpt.job if ckpt is not None else None
+def reward_job(task: BlindTask):
+    """The run whose reward can judge: the run of side B's checkpoint (the policy, or an arena's B)."""
+    return task.b_checkpoint.job if task.b_checkpoint_id else None
 
 
-def judge_choices(task: HumanEvalTask | None = None, arena: Arena | None = None) -> list[tuple[str, str]]:
-    """("reward" | "model:<id>", label): a run's reward when there is one, each registered local model."""
-    job = _reward_job(task, arena)
+def _kind(model: ModelEntry) -> str:
+    return JudgeKind.REWARD_MODEL if model.kind == ModelKind.REWARD_MODEL else JudgeKind.JUDGE_MODEL
+
+
+def judge_choices(task: BlindTask) -> list[dict[str, Any]]:
+    """Each judge that could judge these pairs: {"value", "label", "problem"}; `problem` says why one cannot
+    (its context is too short for the pairs), and such a judge is shown but not offered."""
+    job = reward_job(task)
     out = []
     if job is not None and (job.reward_spec or {}).get("components"):
-        out.append(("reward", f"The reward of run #{job.pk} (sandboxed)"))
-    for m in _models((task or arena).project):
+        missing = "" if task.pairs.filter(ground_truth__isnull=False).exclude(ground_truth="").exists() else \
+            " — these pairs carry no ground truth, which a reward that checks answers needs"
+        out.append({"value": "reward", "label": f"The reward of run #{job.pk} (sandboxed){missing}", "problem": None})
+    pairs = _pairs_for_fit(task)
+    for m in _models(task.project):
         what = "reward model" if m.kind == ModelKind.REWARD_MODEL else "judge model, answers A or B"
-        out.append((f"model:{m.pk}", f"{m.name} ({what})"))
+        problem = fit_problem(_kind(m), Path(m.path), pairs, name=m.name)
+        blocking = problem if _kind(m) == JudgeKind.JUDGE_MODEL else None
+        label = f"{m.name} ({what})" + (f" — {problem}" if problem and not blocking else "")
+        out.append({"value": f"model:{m.pk}", "label": label, "problem": blocking})
     return out
 
 
+def _pairs_for_fit(task: BlindTask) -> list[dict[str, str]]:
+    return [{"prompt": t, "a": a, "b": b} for t, a, b in task.pairs.values_list("prompt_text", "response_a",
+                                                                                 "response_b")]
+
+
 @transaction.atomic
-def judge_request(*, user, judge: str, task: HumanEvalTask | None = None, arena: Arena | None = None) -> JudgeRun:
-    """Queue an automatic judge over the pairs of a human evaluation or an arena (each judged twice,
-    positions swapped)."""
-    if (task is None) == (arena is None):
-        raise ApplicationError("Judge either a human evaluation or an arena.")
-    if task is not None and (task.status != "ready" or not task.items.exists()):
-        raise ApplicationError("This evaluation has no pairs to judge yet.")
-    if arena is not None and (arena.status != EvaluationStatus.SUCCEEDED or not arena.pairs.exists()):
-        raise ApplicationError("This arena has no generated pairs to judge yet.")
-    job = _reward_job(task, arena)
+def judge_request(*, user, judge: str, task: BlindTask) -> JudgeRun:
+    """Queue an automatic judge over a task's pairs (each judged twice, positions swapped)."""
+    if task.status != EvaluationStatus.SUCCEEDED or not task.pairs.exists():
+        raise ApplicationError("This task has no generated pairs to judge yet.")
+    job = reward_job(task)
     if judge == "reward":
         if job is None or not (job.reward_spec or {}).get("components"):
             raise ApplicationError("There is no run reward to judge with here.", field="judge")
         kind, label, path = JudgeKind.REWARD, f"reward of run #{job.pk}", ""
     elif isinstance(judge, str) and judge.startswith("model:") and judge[6:].isdigit():
-        model = _models((task or arena).project).filter(pk=int(judge[6:])).first()
+        model = _models(task.project).filter(pk=int(judge[6:])).first()
         if model is None:
             raise ApplicationError("Choose a model registered in this project with a local folder.", field="judge")
-        kind = JudgeKind.REWARD_MODEL if model.kind == ModelKind.REWARD_MODEL else JudgeKind.JUDGE_MODEL
-        label, path = model.name, model.path
+        kind, label, path = _kind(model), model.name, model.path
+        if kind == JudgeKind.JUDGE_MODEL:
+            problem = fit_problem(kind, Path(path), _pairs_for_fit(task), name=model.name)
+            if problem:
+                raise ApplicationError(f"{model.name} cannot judge these pairs: {problem}", field="judge")
     else:
         raise ApplicationError("Choose a judge: a run's reward or a registered model.", field="judge")
-    if JudgeRun.objects.filter(task=task, arena=arena, label=label, model_path=path,
+    if JudgeRun.objects.filter(task=task, label=label, model_path=path,
                                status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING]).exists():
         raise ApplicationError(f"{label} is already judging these pairs.")
-    run = JudgeRun.objects.create(task=task, arena=arena, kind=kind, label=label, model_path=path, created_by=user)
-    target = task or arena
-    audit(actor=user, action="judge.request", project=target.project, obj=target,
-          summary=f"Asked {label} to judge {'human evaluation' if task else 'arena'} #{target.pk}",
+    run = JudgeRun.objects.create(task=task, kind=kind, label=label, model_path=path, created_by=user)
+    audit(actor=user, action="judge.request", project=task.project, obj=task,
+          summary=f"Asked {label} to judge {task.get_source_display().lower()} #{task.pk}",
           after={"judge_run": run.pk})
     queue_name = (job.queue if job is not None else "") or "cpu"
     transaction.on_commit(lambda: enqueue(RUN_JUDGE, run.pk, queue=queue_name))
     return run
 
 
+def judges_progress(task: BlindTask) -> dict[str, Any]:
+    """For the page's live follower (window.wb.followProgress): the judges still queued or running."""
+    active = list(task.judge_runs.filter(status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING]))
+    running = [r.label for r in active if r.status == EvaluationStatus.RUNNING]
+    status = "running" if running else ("queued" if active else "finished")
+    words = f"Judging on a worker: {', '.join(running)}…" if running else ""
+    return {"status": status, "progress": 0.0 if active else 1.0, "finished": not active, "words": words,
+            "active": [r.pk for r in active]}
+
+
 def _pairs(run: JudgeRun) -> list[dict]:
-    if run.task_id:
-        return [{"id": i.index, "prompt": i.prompt, "a": i.policy_response, "b": i.reference_response,
-                 "ground_truth": i.ground_truth, "data_source": i.data_source or "default"}
-                for i in run.task.items.order_by("index")]
-    return [{"id": p.index, "prompt": p.prompt_text, "a": p.response_b, "b": p.response_a}  # B's view
-            for p in run.arena.pairs.order_by("index")]
+    """B's view: `a` (the judges' policy) is side B's response, `b` side A's."""
+    return [{"id": p.index, "prompt": p.prompt_text, "a": p.response_b, "b": p.response_a,
+             "ground_truth": p.ground_truth, "data_source": p.data_source or "default",
+             "extra_info": p.extra_info or {}}
+            for p in run.task.pairs.order_by("index")]
 
 
 def _judge_spec(run: JudgeRun) -> dict:
     if run.kind == JudgeKind.REWARD:
         from training.jobspec import JobSpecError, read_spec
 
-        job = _reward_job(run.task, run.arena)
+        job = reward_job(run.task)
         try:
             spec = read_spec(Path(job.run_dir))
         except JobSpecError as exc:
@@ -119,17 +144,24 @@ def judge_command(pairs: Path, judge: Path, out: Path, seed: int) -> list[str]:
             "--out", str(out), "--device", "auto", "--seed", str(seed)]
 
 
+def _folder(run: JudgeRun) -> Path:
+    from training.rundir import RunDir
+
+    job = reward_job(run.task)
+    if run.task.source != BlindSource.ARENA and job is not None and job.run_dir:
+        return RunDir(job.run_dir).judge(run.pk)
+    return blind_dir(run.task) / "judges" / str(run.pk)
+
+
 def judge_run(*, judge_run_id: int) -> JudgeRun:
     """Run the judge for a queued JudgeRun and store its summary (idempotent: claims the row first)."""
     from training.backends.base import REPO_ROOT
-    from training.rundir import RunDir, write_json, write_jsonl
+    from training.rundir import write_json, write_jsonl
 
-    run, claimed = claim(JudgeRun, judge_run_id, "task__checkpoint__job", "arena")
+    run, claimed = claim(JudgeRun, judge_run_id, "task__b_checkpoint__job")
     if not claimed:
         return run
-    task = run.task
-    folder = RunDir(task.checkpoint.job.run_dir).judge(run.pk) if task else \
-        arenas_dir() / str(run.arena_id) / "judges" / str(run.pk)
+    folder = _folder(run)
     error, result = "", {}
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -163,13 +195,18 @@ def judge_run(*, judge_run_id: int) -> JudgeRun:
     run.inconsistent, run.unjudged = int(s.get("inconsistent") or 0), int(s.get("unjudged") or 0)
     run.result = s
     run.save()
-    if task is None:
-        return run
-    job = task.checkpoint.job
+    _log_on_run(run)
+    return run
+
+
+def _log_on_run(run: JudgeRun) -> None:
+    task = run.task
+    if task.source == BlindSource.ARENA or task.b_checkpoint_id is None:
+        return  # an arena is not a run's event
+    step = task.b_checkpoint.step
     rate = "no judged pairs" if run.win_rate is None else (
         f"W/T/L {run.wins}/{run.ties}/{run.losses}, win rate {run.win_rate:.3f} "
         f"[{run.win_rate_lo:.3f}, {run.win_rate_hi:.3f}]")
-    RunEvent.objects.create(job=job, kind="judge", step=task.checkpoint.step,
-                            message=f"{run.label} judged step {task.checkpoint.step} vs {task.opponent}: {rate}"[:500],
+    RunEvent.objects.create(job=task.b_checkpoint.job, kind="judge", step=step,
+                            message=f"{run.label} judged step {step} vs {task.opponent}: {rate}"[:500],
                             data={"judge_run": run.pk, "task": task.pk, "win_rate": run.win_rate})
-    return run

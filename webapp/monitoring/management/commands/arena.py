@@ -3,10 +3,12 @@
     manage.py arena create acme --a 7@100 --b 7@400 --prompt "2+3=" --prompt "4+1=" --seed 1 --wait
     manage.py arena create acme --a model:3 --b ckpt:12 --dataset-version 5 --split val --limit 50
     manage.py arena status 4
+    manage.py arena close 4 --user alice
     manage.py arena export 4 --name arena-prefs --user alice
 
 A side is `RUN@STEP` (a checkpoint of a run), `ckpt:<checkpoint id>` or `model:<registered model id>`.
-`--wait` generates in this process instead of on a worker. Judging happens in the browser.
+`--wait` generates in this process instead of on a worker. Judging happens in the browser; results show once the
+arena is closed (`manage.py arena close 4`).
 """
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from webapp.core.commands import command_engineer
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion
-from webapp.monitoring.arena_results import arena_results
-from webapp.monitoring.models import Arena
+from webapp.monitoring.blind_results import blind_results
+from webapp.monitoring.models import BlindSource, BlindTask
 from webapp.monitoring.services import arena as svc
 from webapp.monitoring.services.arena_export import arena_export
+from webapp.monitoring.services.blind import progress_counts, task_set_open
 from webapp.runs.models import Checkpoint
 
 
@@ -61,7 +64,10 @@ class Command(BaseCommand):
         status = sub.add_parser("status", help="an arena's progress and results")
         status.add_argument("arena", type=int)
         status.add_argument("--json", action="store_true")
-        export = sub.add_parser("export", help="judgements -> a new preference dataset version")
+        close = sub.add_parser("close", help="close an arena: no more verdicts, the results show")
+        close.add_argument("arena", type=int)
+        close.add_argument("--user", default="", help="username recorded as the actor (an engineer)")
+        export = sub.add_parser("export", help="verdicts -> a new preference dataset version")
         export.add_argument("arena", type=int)
         export.add_argument("--name", default="", help="dataset name (default arena-<id>-preferences)")
         export.add_argument("--split", default="10%", help="validation split: a share (10%%) or a row count")
@@ -101,33 +107,48 @@ class Command(BaseCommand):
                 raise CommandError(f"Arena #{arena.pk} failed: {arena.error}")
             self.stdout.write(self.style.SUCCESS(f"Generated {arena.pairs.count()} pairs with {arena.engine}."))
 
-    def _status(self, opts):
-        arena = Arena.objects.filter(pk=opts["arena"]).first()
+    @staticmethod
+    def _arena(pk: int) -> BlindTask:
+        arena = BlindTask.objects.filter(pk=pk, source=BlindSource.ARENA).select_related("project").first()
         if arena is None:
-            raise CommandError(f"There is no arena #{opts['arena']}.")
-        res = arena_results(arena) if arena.status == "succeeded" else None
-        if opts["json"]:
-            from webapp.monitoring.api_arena import arena_dict
+            raise CommandError(f"There is no arena #{pk}.")
+        return arena
 
-            self.stdout.write(json.dumps(arena_dict(arena, results=True), indent=2))
+    def _status(self, opts):
+        arena = self._arena(opts["arena"])
+        if opts["json"]:
+            from webapp.monitoring.api_blind import task_dict
+
+            self.stdout.write(json.dumps(task_dict(arena, arena.created_by), indent=2, default=str))
             return
         error = f" {arena.error}" if arena.error else ""
         self.stdout.write(f"Arena #{arena.pk}: {arena.title}\n  A: {arena.label('a')}\n  B: {arena.label('b')}\n"
                           f"  status: {arena.status} ({round(100 * arena.progress)}%){error}")
-        if res:
-            o = res.outcome
-            self.stdout.write(f"  {res.judged_pairs} of {res.pairs} pairs judged ({res.judgements} judgements): "
-                              f"B wins {o['b'].count}, ties {o['tie'].count}, both bad {o['both_bad'].count}, "
-                              f"A wins {o['a'].count}")
-            if res.decisive.n:
-                self.stdout.write(f"  B wins {res.decisive.rate:.0%} of decisive pairs, 95% "
-                                  f"[{res.decisive.lo:.0%}, {res.decisive.hi:.0%}]"
-                                  f"{' (too few judgements to tell)' if res.too_few else ''}")
+        if arena.status != "succeeded":
+            return
+        if arena.is_open:
+            p = progress_counts(arena)
+            self.stdout.write(f"  open: {p['judged_pairs']} of {p['pairs']} pairs judged so far; the results show "
+                              f"once it is closed (manage.py arena close {arena.pk})")
+            return
+        res = blind_results(arena)
+        o = res.outcome
+        self.stdout.write(f"  {res.judged_pairs} of {res.pairs} pairs judged ({res.judgements} judgements): "
+                          f"B wins {o['b'].count}, ties {o['tie'].count}, both bad {o['both_bad'].count}, "
+                          f"identical {o['identical'].count}, A wins {o['a'].count}")
+        if res.decisive.n:
+            self.stdout.write(f"  B wins {res.decisive.count} of the {res.decisive.n} pairs that have a winner "
+                              f"({res.decisive.rate:.0%}, 95% [{res.decisive.lo:.0%}, {res.decisive.hi:.0%}])"
+                              f"{' (too few judgements to tell)' if res.too_few else ''}")
+
+    def _close(self, opts):
+        arena = self._arena(opts["arena"])
+        task_set_open(task=arena, user=command_engineer(opts["user"], arena.project), is_open=False)
+        self.stdout.write(self.style.SUCCESS(f"Arena #{arena.pk} is closed: `manage.py arena status {arena.pk}` "
+                                             "shows its results."))
 
     def _export(self, opts):
-        arena = Arena.objects.filter(pk=opts["arena"]).select_related("project").first()
-        if arena is None:
-            raise CommandError(f"There is no arena #{opts['arena']}.")
+        arena = self._arena(opts["arena"])
         user = command_engineer(opts["user"], arena.project)
         version = arena_export(arena=arena, user=user, name=opts["name"], split=opts["split"],
                                agreed_only=opts["agreed_only"])
