@@ -1,6 +1,7 @@
 """The arena in a real browser, with a real Celery worker and beat: start an arena between two demo
-checkpoints, watch it generate, judge 10 pairs blind with the keyboard, read the results, export the
-judgements as a preference dataset version, and train a reward model on it from the New job form."""
+checkpoints, watch it generate, judge its pairs blind with the keyboard (identical answers are ties, never shown),
+close it and read the results, export the verdicts as a preference dataset version, and train a reward model on it
+from the New job form."""
 from __future__ import annotations
 
 import re
@@ -41,7 +42,7 @@ def right_answer(prompt: str) -> str:
 def test_arena_judge_export_and_train_a_reward_model(page, live_server, project, engineer, demo_models,
                                                      celery_worker_proc, celery_beat_proc, stop_runs, shot):
     from webapp.datasets.models import DatasetVersion
-    from webapp.monitoring.models import Arena, ArenaJudgement
+    from webapp.monitoring.models import BlindTask, BlindVerdict
     from webapp.registry.models import ModelEntry, ModelKind
     from webapp.runs.models import Job
 
@@ -62,45 +63,50 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
     page.get_by_label("Temperature").fill("0.3")
     page.get_by_label("Seed").fill("11")
     page.get_by_role("button", name="Start the arena").click()
-    page.wait_for_url(re.compile(r"/monitor/arenas/\d+/$"))
+    page.wait_for_url(re.compile(r"/monitor/blind/\d+/$"))
     shot(page, "arena-started")
 
     # 2. the worker generates both sides; the page follows it and then offers judging
     page.get_by_role("link", name=re.compile(r"^Judge")).wait_for(timeout=TIMEOUT_MS)
-    arena = Arena.objects.get(project=project)
+    arena = BlindTask.objects.get(project=project)
     assert arena.status == "succeeded" and arena.pairs.count() == 10 and arena.seed == 11
+    different = arena.pairs.filter(identical=False).count()
     assert f"seed {arena.seed}" in page.locator("main").inner_text()
     shot(page, "arena-generated")
 
-    # 3. judge the ten pairs blind with the keyboard: the right sum wins, two right answers tie, two wrong are both bad
+    # 3. judge the pairs blind with the keyboard: the right sum wins, two wrong answers are both bad (two equal
+    #    answers are not shown: they are ties already)
     page.get_by_role("link", name=re.compile(r"^Judge")).click()
-    for n in range(10):
+    for n in range(different):
         page.wait_for_selector("#he-item")
         prompt = page.locator(".he-prompt").inner_text().strip()
         left = page.locator("section[aria-labelledby=ar-left] pre").inner_text().strip()
         right = page.locator("section[aria-labelledby=ar-right] pre").inner_text().strip()
+        assert left != right
         truth = right_answer(prompt)
-        key = {(True, False): "1", (False, True): "2", (True, True): "3", (False, False): "4"}[
-            (left == truth, right == truth)]
+        key = {(True, False): "1", (False, True): "2", (False, False): "4"}[(left == truth, right == truth)]
         url = page.url
         page.keyboard.press(key)
         page.wait_for_function(f"location.href !== {url!r}", timeout=30_000)
         if n == 0:
             shot(page, "arena-judging")
     page.wait_for_selector("text=You have judged every pair")
-    assert ArenaJudgement.objects.filter(pair__arena=arena, reviewer=engineer).count() == 10
+    assert BlindVerdict.objects.filter(pair__task=arena, reviewer=engineer).count() == different
     # what was shown left was recorded, and B (taught the sums) wins most pairs
-    judgements = list(ArenaJudgement.objects.filter(pair__arena=arena))
+    judgements = list(BlindVerdict.objects.filter(pair__task=arena))
     assert {j.shown_left for j in judgements} == {"a", "b"}
     b_wins, a_wins = sum(j.choice == "b" for j in judgements), sum(j.choice == "a" for j in judgements)
     assert b_wins >= 5 and b_wins > a_wins
 
-    # 4. results: wins, ties, both-bad and losses apart, each with an interval; the reviewer table
-    page.get_by_role("link", name="See the results").click()
-    results = page.locator("#arena-results").inner_text()
+    # 4. results show once the arena is closed: wins, ties, both-bad, identical and losses apart, with intervals
+    page.get_by_role("link", name="Back to the task").click()
+    assert page.locator("[data-results-hidden]").is_visible() and page.locator("#blind-results").count() == 0
+    page.get_by_role("button", name="Close and show the results").click()
+    results = page.locator("#blind-results").inner_text()
     assert "B wins" in results and "Ties" in results and "Both bad" in results and "A wins" in results
-    assert page.locator("#arena-results tbody tr").first.locator("td").first.inner_text() == str(b_wins)
-    assert "not half wins" in page.locator("main").inner_text()
+    assert "Identical responses" in results
+    assert page.locator("#blind-results tbody tr").first.locator("td").first.inner_text() == str(b_wins)
+    assert "each count as half a win" in page.locator("main").inner_text()
     assert engineer.username in page.locator("#arena-reviewers").inner_text()
     shot(page, "arena-results")
 

@@ -1,6 +1,7 @@
-"""Periodic human evaluation from the browser: an engineer schedules it on the New job form; a reviewer
-judges the scheduled task blind with the keyboard; the run page draws the result on the win-rate chart
-and flags the reward that rose while people preferred the older checkpoint."""
+"""Periodic human evaluation from the browser: an engineer schedules it on the New job form (and sees it in the
+review's configuration); a reviewer judges the scheduled task blind with the keyboard; once the task closes the run
+page draws the result on the win-rate chart and flags the reward that rose while people preferred the older
+checkpoint; an automatic judge's status follows the worker live."""
 from __future__ import annotations
 
 import json
@@ -35,6 +36,9 @@ def test_schedule_on_the_job_form(page, live_server, project, engineer, tmp_path
     page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_selector("text=Review before launch")
+    config = page.locator("section.card", has_text="Resolved configuration").locator("pre").inner_text()
+    assert "human_eval:" in config and "every: 2" in config and "against: base" in config  # the whole job, reviewed
+    assert "reward_rise: 0.15" in config
     page.get_by_role("button", name="Launch", exact=True).click()
     page.wait_for_url(re.compile(r"/jobs/\d+/$"))
     job = Job.objects.exclude(pk=seeded.job.pk).get(project=project)
@@ -44,7 +48,7 @@ def test_schedule_on_the_job_form(page, live_server, project, engineer, tmp_path
 
 def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_server, project, engineer, reviewer,
                                                                      shot, tmp_path):
-    from webapp.monitoring.models import HumanEvalItem, HumanEvalTask
+    from webapp.monitoring.models import BlindPair, BlindTask
     from webapp.monitoring.services import schedule_process
     from webapp.monitoring.services.periodic import fill_scheduled
     from webapp.runs.models import Checkpoint
@@ -63,26 +67,27 @@ def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_
     val.parent.mkdir(parents=True, exist_ok=True)
     val.write_text("".join(json.dumps({"prompt": f"{i}+{i}="}) + "\n" for i in range(6)))
     (task,) = schedule_process(job)  # what the job_synced hook does when checkpoint 20 appears
-    assert (task.checkpoint.step, task.opponent) == (20, "step 10")
+    assert (task.b_checkpoint.step, task.opponent) == (20, "step 10")
     fill_scheduled(task, [{"prompt": f"{i}+{i}=", "a": f"new answer {i}", "b": f"old answer {i}"} for i in range(6)])
 
     login(page, live_server, reviewer.username, PASSWORD)
     page.goto(f"{live_server.url}/p/{project.slug}/monitor/human-evals/")
     row = page.locator("tr", has_text=f"#{task.pk}")
-    assert "assigned to you" in row.inner_text()
-    row.get_by_role("link", name="Review").click()
+    assert "assigned to you" in row.inner_text() and "shown once closed" in row.inner_text()
+    row.get_by_role("link", name="Judge").click()
     for _ in range(6):  # blind: the reviewer prefers the older checkpoint's answer, wherever it is shown
         page.wait_for_selector("#he-item")
-        item = HumanEvalItem.objects.get(pk=int(page.locator("#he-item").get_attribute("data-item")))
-        old_side = "b" if item.policy_side == "a" else "a"
-        assert "old answer" in page.locator("#he-a" if old_side == "a" else "#he-b").locator("..").inner_text()
-        page.keyboard.press("1" if old_side == "a" else "2")
+        pair = BlindPair.objects.get(pk=int(page.locator("#he-item").get_attribute("data-pair")))
+        left = page.locator("section[aria-labelledby=ar-left] pre").inner_text()
+        right = page.locator("section[aria-labelledby=ar-right] pre").inner_text()
+        assert {left, right} == {pair.response_a, pair.response_b}
+        page.keyboard.press("1" if "old answer" in left else "2")
         page.wait_for_function("(id) => { const el = document.getElementById('he-item'); "
-                               "return !el || el.dataset.item !== id; }", arg=str(item.pk))
-    page.wait_for_selector("text=You have judged every item")
+                               "return !el || el.dataset.pair !== id; }", arg=str(pair.pk))
+    page.wait_for_selector("text=You have judged every pair")
 
-    task.refresh_from_db()
-    assert task.gap["flagged"]
+    task.refresh_from_db()  # the only assignee judged every pair: the task closed and its gap was checked
+    assert not task.is_open and task.gap["flagged"]
     page.goto(f"{live_server.url}/p/{project.slug}/jobs/{job.pk}/")
     flag = page.locator(".mon-gap-flag")
     flag.wait_for()
@@ -95,7 +100,7 @@ def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_
     assert human["x"] == [20] and human["y"] == [0]
     assert "vs step 10" in human["customdata"][0][1] and "REWARD MAY BE HACKED" in human["customdata"][0][1]
     shot(page, "reward-gap-flag")
-    assert HumanEvalTask.objects.get(pk=task.pk).flagged_at is not None
+    assert BlindTask.objects.get(pk=task.pk).flagged_at is not None
 
 
 
@@ -122,15 +127,18 @@ def test_an_automatic_judge_beside_the_people_on_the_page_and_the_chart(page, li
     task = human_eval_create(checkpoint=job.checkpoints.get(step=10), user=engineer, limit=5)
 
     login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/{project.slug}/monitor/human-evals/{task.pk}/")
+    page.goto(f"{live_server.url}/p/{project.slug}/monitor/human-evals/{task.pk}/")  # an old link: the task
     panel = page.locator("#judges")
     assert "No automatic judge has run" in panel.inner_text()
     panel.get_by_label("Judge with").select_option(label="tiny-rm (reward model)")
     panel.get_by_role("button", name="Run the judge").click()
     page.wait_for_selector("text=is judging the pairs on a worker")
     assert "queued" in page.locator("#judges tr[data-judge-run]").inner_text()
+    page.wait_for_selector("#judges-live:has-text('Waiting for a worker')")
     judge_run(judge_run_id=JudgeRun.objects.get(task=task).pk)  # what the worker does with the queued run
-    page.reload()
+    # the page follows the judge by itself (no reload by the user): its row turns "succeeded"
+    page.wait_for_selector("#judges tr[data-judge-run]:has-text('succeeded')", timeout=60_000)
+    assert page.locator("#judges-live").is_hidden()
     row = page.locator("#judges tr[data-judge-run]")
     text = row.inner_text()
     assert "tiny-rm" in text and "succeeded" in text and "n=5" in text

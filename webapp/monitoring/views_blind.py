@@ -135,6 +135,8 @@ def blind_judge(request, slug, task_id):
             pair = blind.judgeable(task).filter(pk=int(request.GET["pair"])).first()
         pair = pair or blind.next_pair_for(task, request.user)
     done, total = blind.progress_of(task, request.user)
+    if refusal and not task.is_open and total and done >= total:
+        refusal = None  # the last verdict closed it: say "all judged", with the way to the results
     pairs = blind.judgeable(task)
     return render(request, "monitoring/blind_judge.html", {
         "project": access.project, "access": access, "task": task, "pair": pair, "refusal": refusal,

@@ -33,7 +33,7 @@ from webapp.runs.forms import (
 )
 from webapp.runs.models import Job, JobState
 from webapp.runs.services import checkpoint_models, launch
-from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for
+from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for, spec_yaml
 
 
 def _job_or_404(access, pk: int) -> Job:
@@ -189,7 +189,7 @@ def _job_yaml_and_command(job: Job) -> tuple[str, str]:
             command = ""
     if not command:
         command = dry_run_text(spec, run_dir)
-    return cfg.to_yaml(spec), command
+    return spec_yaml(spec, job.config or {}), command
 
 
 def job_detail(request, slug, pk):

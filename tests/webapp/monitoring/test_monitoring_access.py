@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from webapp.core.models import Project
 from tests.webapp.monitoring.test_blind import make_task
+from webapp.core.models import Project
 
 pytestmark = pytest.mark.django_db
 

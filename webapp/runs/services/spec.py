@@ -190,8 +190,22 @@ def plan_preview(plan: JobPlan) -> dict[str, Any]:
                       base_model=plan.base_model, teacher_model=plan.teacher_model, reward_spec=plan.reward_spec,
                       versions=plan.reward_versions, models=plan.reward_models,
                       has_val=bool(manifest.get("counts", {}).get("val")))
-    return {"yaml": cfg.to_yaml(spec), "command": dry_run_text(spec, run_dir), "run_dir": str(run_dir),
+    return {"yaml": spec_yaml(spec, plan.config), "command": dry_run_text(spec, run_dir), "run_dir": str(run_dir),
             "job_id": next_id, "manifest": manifest}
+
+
+# settings the web app carries out beside the trainer: in the job's config, not in job.json
+WEB_APP_SETTINGS = ("human_eval",)
+
+
+def spec_yaml(spec: dict[str, Any], config: dict[str, Any]) -> str:
+    """job.json as YAML, then what the web app runs beside the trainer (periodic human evaluation), so that a
+    review shows every setting of the job."""
+    text = cfg.to_yaml(spec)
+    extra = {k: config[k] for k in WEB_APP_SETTINGS if (config or {}).get(k)}
+    if extra:
+        text += "# run by the web app beside the trainer (not in job.json):\n" + cfg.to_yaml(extra)
+    return text
 
 
 def reward_filename(rv: RewardVersion) -> str:
