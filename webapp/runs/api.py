@@ -73,6 +73,8 @@ class JobCreateSerializer(serializers.Serializer):
     shaping = serializers.ChoiceField(choices=SHAPINGS, required=False)
     set = serializers.DictField(required=False, default=dict, help_text="Setting overrides, e.g. {\"lr\": 1e-5}.")
     dry_run = serializers.BooleanField(default=False)
+    launch_token = serializers.UUIDField(required=False, help_text="Launch once: the same token again answers 409 "
+                                                                   "with the job it made, and launches nothing.")
 
 
 class JobListApi(APIView):
@@ -95,7 +97,11 @@ class JobListApi(APIView):
             plan = plan_inputs(access.project, data)
             if data["dry_run"]:
                 return Response(dry_run(plan))
-            job = launch.job_create(plan=plan, user=request.user, name=data.get("name") or None)
+            job = launch.job_create(plan=plan, user=request.user, name=data.get("name") or None,
+                                    launch_token=data.get("launch_token"))
+        except launch.AlreadyLaunched as exc:
+            return Response({"detail": exc.message, "job": JobSerializer(exc.job).data},
+                            status=status.HTTP_409_CONFLICT)
         except ApplicationError as exc:
             return error_response(exc)
         return Response(JobSerializer(job).data, status=status.HTTP_201_CREATED)

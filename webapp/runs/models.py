@@ -64,6 +64,9 @@ class Job(TimeStampedModel):
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    # The reviewed launch that created this job: a second POST of the same review finds it instead of
+    # launching again (Back after Launch, a double click, two tabs).
+    launch_token = models.UUIDField(null=True, blank=True, unique=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.job_list, name="list"),
     path("new/", views.job_new, name="new"),
     path("preview/", views.job_preview, name="preview"),
+    path("launched/<uuid:token>/", views.job_launched, name="launched"),
     path("models/", views.model_list, name="models"),
     path("<int:pk>/", views.job_detail, name="detail"),
     path("<int:pk>/log/", views.job_log, name="log"),

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from pathlib import Path
 
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from training import jobconfig as cfg
@@ -118,13 +120,19 @@ def job_new(request, slug):
             initial.update(settings_initial(cfg.base_config(kind, preset)))
             form, reward_form = _forms(request, project, initial=initial)
             return _render_form(request, access, form, reward_form)
+    token = _launch_token(request.POST.get("launch_token")) if action == "launch" else None
+    done = launch.launched_job(project, token)
+    if done is not None:  # Back after Launch, a double click: this review was launched already
+        return _already_launched(request, access, done)
     form, reward_form = _forms(request, project, data=request.POST)
     plan = _plan(form, reward_form)
     if plan is None or plan.errors or form.errors or action == "edit":
         return _render_form(request, access, form, reward_form, status=200 if action == "edit" else 400)
     if action == "launch":
         try:
-            job = launch.job_create(plan=plan, user=request.user, name=form.cleaned_data["name"])
+            job = launch.job_create(plan=plan, user=request.user, name=form.cleaned_data["name"], launch_token=token)
+        except launch.AlreadyLaunched as exc:
+            return _already_launched(request, access, exc.job)
         except ApplicationError as exc:
             form.apply_errors(getattr(exc, "errors", None) or {exc.field or "__all__": exc.message}, reward_form)
             return _render_form(request, access, form, reward_form, status=400)
@@ -132,11 +140,36 @@ def job_new(request, slug):
             messages.warning(request, message)
         messages.success(request, f"Job #{job.pk} queued on the {job.queue} queue.")
         return redirect("runs:detail", slug=slug, pk=job.pk)
-    hidden = [(k, v) for k in request.POST for v in request.POST.getlist(k) if k not in ("csrfmiddlewaretoken",
-                                                                                      "action")]
     return render(request, "runs/job_review.html", {
-        "project": project, "access": access, "plan": plan, "hidden": hidden, "name": form.cleaned_data["name"],
-        **plan_preview(plan)})
+        "project": project, "access": access, "plan": plan, "hidden": _hidden(request),
+        "name": form.cleaned_data["name"], "launch_token": uuid.uuid4(), **plan_preview(plan)})
+
+
+def _hidden(request) -> list[tuple[str, str]]:
+    """The form's fields, carried by the review page (a new review draws a new launch token)."""
+    skip = ("csrfmiddlewaretoken", "action", "launch_token")
+    return [(k, v) for k in request.POST for v in request.POST.getlist(k) if k not in skip]
+
+
+def _launch_token(raw: str | None) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(raw) if raw else None
+    except ValueError:
+        return None
+
+
+def _already_launched(request, access, job: Job):
+    return render(request, "runs/job_already_launched.html", {
+        "project": access.project, "access": access, "job": job, "hidden": _hidden(request)}, status=409)
+
+
+@require_GET
+def job_launched(request, slug, token):
+    """Whether a review's launch token made a job yet: the review page asks when it is shown again (Back)."""
+    access = project_access(request.user, slug, Role.ENGINEER)
+    job = launch.launched_job(access.project, token)
+    return JsonResponse({"job": job.pk if job else None,
+                         "url": reverse("runs:detail", args=[slug, job.pk]) if job else None})
 
 
 @require_POST

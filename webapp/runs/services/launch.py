@@ -7,11 +7,12 @@ from __future__ import annotations
 import logging
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -28,6 +29,14 @@ from webapp.runs.services.sync import ensure_no_live_attempt, stop_lost_attempt
 log = logging.getLogger(__name__)
 # A resume that waits for the previous attempt to stop gives up after this long.
 DEFER_LIMIT_S = 600
+
+
+class AlreadyLaunched(ApplicationError):
+    """This reviewed launch (its launch token) already made a job: a second POST finds it, never a duplicate."""
+
+    def __init__(self, job: Job):
+        super().__init__(f"This configuration was already launched as job #{job.pk}.", "launch_token")
+        self.job = job
 
 
 class JobValidationError(ApplicationError):
@@ -69,7 +78,7 @@ def _next_attempt_number(job: Job) -> int:
 
 
 def _insert_job(*, plan: JobPlan, user, name: str | None, parent: Job | None, resume_checkpoint: Checkpoint | None,
-                reason: str, manifest: dict) -> Job:
+                reason: str, manifest: dict, launch_token: uuid.UUID | None = None) -> Job:
     config = dict(plan.config)
     config["total_steps"] = _total_steps(plan.config, manifest.get("counts", {}).get("train", 0))
     config["include_unreviewed"] = plan.include_unreviewed
@@ -78,7 +87,7 @@ def _insert_job(*, plan: JobPlan, user, name: str | None, parent: Job | None, re
         name=(name or "").strip()[:200] or f"{plan.kind} · {plan.base_model.name} · {plan.preset}",
         base_model=plan.base_model, teacher_model=plan.teacher_model, dataset_version=plan.dataset_version,
         reward_spec=plan.reward_spec, data_manifest=manifest, parent=parent, resume_checkpoint=resume_checkpoint,
-        queue=job_queue(plan.backend, plan.config["hp"]), created_by=user)
+        queue=job_queue(plan.backend, plan.config["hp"]), created_by=user, launch_token=launch_token)
     job.reward_versions.set(plan.reward_versions)
     resume_from = resume_checkpoint.path if resume_checkpoint else ""
     JobAttempt.objects.create(job=job, number=1, reason=reason, resume_from=resume_from, state=JobState.QUEUED)
@@ -87,15 +96,26 @@ def _insert_job(*, plan: JobPlan, user, name: str | None, parent: Job | None, re
     return job
 
 
+def launched_job(project, launch_token: uuid.UUID | None) -> Job | None:
+    """The job a reviewed launch already made, if any."""
+    return Job.objects.filter(project=project, launch_token=launch_token).first() if launch_token else None
+
+
 def job_create(*, user, plan: JobPlan | None = None, name: str | None = None, parent: Job | None = None,
-               resume_checkpoint: Checkpoint | None = None, reason: str = "start", **inputs: Any) -> Job:
+               resume_checkpoint: Checkpoint | None = None, reason: str = "start",
+               launch_token: uuid.UUID | None = None, **inputs: Any) -> Job:
     """Save a planned job (pinned data manifest, reward versions) and enqueue its launch.
 
     `plan` comes from `plan_job`; callers with only the launch inputs (project, kind, backend, preset,
     hp_overrides, dataset_version, reward_spec, base_model, teacher_model, include_unreviewed) pass
     those instead and the job is planned here. Nothing is written to disk: the worker that launches
     the job writes its run directory. Raises JobValidationError (an ApplicationError) with every error.
+    `launch_token` makes the launch happen once: the same token again raises AlreadyLaunched with the job
+    (the unique column settles two requests at once).
     """
+    done = launched_job(plan.project if plan else inputs.get("project"), launch_token)
+    if done is not None:
+        raise AlreadyLaunched(done)
     if plan is None:
         plan = plan_job(**inputs)
     errors = dict(plan.errors)
@@ -105,13 +125,19 @@ def job_create(*, user, plan: JobPlan | None = None, name: str | None = None, pa
         raise JobValidationError(errors, plan.warnings)
     # Planning (a tokenizer load, the data manifest) stays outside the transaction: on SQLite a
     # transaction holds the database's write lock from its start, and every other writer waits.
-    with transaction.atomic():
-        job = _insert_job(plan=plan, user=user, name=name, parent=parent, resume_checkpoint=resume_checkpoint,
-                          reason=reason, manifest=plan.pinned.manifest)
-        audit(actor=user, action="job.create", project=plan.project, obj=job,
-              summary=f"Launched {job.kind} job {job.name} ({job.backend}, preset {job.preset})",
-              after={"config": job.config, "reward_spec": job.reward_spec, "dataset_version": plan.dataset_version.pk,
-                     "warnings": plan.warnings})
+    try:
+        with transaction.atomic():
+            job = _insert_job(plan=plan, user=user, name=name, parent=parent, resume_checkpoint=resume_checkpoint,
+                              reason=reason, manifest=plan.pinned.manifest, launch_token=launch_token)
+            audit(actor=user, action="job.create", project=plan.project, obj=job,
+                  summary=f"Launched {job.kind} job {job.name} ({job.backend}, preset {job.preset})",
+                  after={"config": job.config, "reward_spec": job.reward_spec,
+                         "dataset_version": plan.dataset_version.pk, "warnings": plan.warnings})
+    except IntegrityError:
+        done = launched_job(plan.project, launch_token)
+        if done is None:
+            raise
+        raise AlreadyLaunched(done) from None
     return job
 
 
