@@ -78,6 +78,11 @@ def test_results_stay_hidden_until_the_task_closes(project, reviewer, engineer, 
         assert "shown once closed" in listing and "won</span>" not in listing
         body = api_for(who).get(url).json()
         assert "results" not in body and "gap" not in body
+    # the audit log (engineers read it) names the keys pressed, not the sides
+    from webapp.core.models import AuditLog
+
+    entries = list(AuditLog.objects.filter(action="blind.judge"))
+    assert len(entries) == 3 and all("better" not in e.summary and "choice" not in e.after for e in entries)
     # engineers (who close it) see how far judging has come, and nothing of who is ahead
     counts = api_for(engineer).get(url).json()["progress_counts"]
     assert counts == {"pairs": 4, "judged_pairs": 3, "identical": 0, "reviewers": [{"reviewer": "rita", "judged": 3}]}

@@ -21,7 +21,7 @@ from webapp.core.access import user_role
 from webapp.core.audit import audit
 from webapp.core.models import ROLE_RANK, Role
 from webapp.core.services import ApplicationError
-from webapp.monitoring.models import BlindChoice, BlindPair, BlindSource, BlindTask, BlindVerdict, EvaluationStatus
+from webapp.monitoring.models import BlindPair, BlindSource, BlindTask, BlindVerdict, EvaluationStatus
 from webapp.monitoring.services.gap import gap_check
 
 CHOICES = ("left", "right", "tie", "both_bad")  # what a reviewer presses
@@ -134,9 +134,10 @@ def verdict_record(*, pair: BlindPair, reviewer, choice: str) -> BlindVerdict:
     previous = BlindVerdict.objects.filter(pair=pair, reviewer=reviewer).first()
     verdict, _ = BlindVerdict.objects.update_or_create(pair=pair, reviewer=reviewer,
                                                        defaults={"choice": side, "shown_left": left})
+    # the audit log (engineers read it) names the key pressed, never the side: it must not unblind an open task
     audit(actor=reviewer, action="blind.judge", project=task.project, obj=verdict,
-          summary=f"{task.get_source_display()} #{task.pk} pair {pair.index + 1}: {BlindChoice(side).label}",
-          before={"choice": previous.choice} if previous else None, after={"choice": side, "shown_left": left})
+          summary=f"{task.get_source_display()} #{task.pk} pair {pair.index + 1}: judged ({choice})",
+          before={"changed": True} if previous else None, after={"pressed": choice})
     if _everyone_assigned_is_done(task):
         task_set_open(task=task, user=None, is_open=False, reason="every assigned reviewer judged every pair")
     return verdict

@@ -1,5 +1,5 @@
-// Blind judging screens (human evaluation, arena): click or press a key, the verdict is saved, the next item loads.
-// A button's data-keys ("3 t") names its keys; the item id goes as `item`, or as `pair` on the arena screen.
+// The blind judging screen (every blind task: arena, human evaluation): click or press a key, the verdict is saved,
+// the next pair loads. A button's data-keys ("3 t") names its keys; what was pressed is sent, never a side.
 (function () {
   const box = document.getElementById('he-item');
   if (!box) return;
@@ -11,12 +11,10 @@
     box.querySelectorAll('[data-choice]').forEach((b) => { b.disabled = true; });
     status.textContent = 'Saving…';
     try {
-      const body = box.dataset.pair ? {pair: Number(box.dataset.pair), choice} : {item: Number(box.dataset.item), choice};
-      const r = await wb.post(box.dataset.api, body);
+      const r = await wb.post(box.dataset.api, {pair: Number(box.dataset.pair), choice});
       const url = new URL(location.href);
-      url.searchParams.delete('item');
       url.searchParams.delete('pair');
-      if (r.next) url.searchParams.set(box.dataset.pair ? 'pair' : 'item', r.next);
+      if (r.next) url.searchParams.set('pair', r.next);
       location.assign(url.toString());
     } catch (e) {
       status.textContent = 'Not saved: ' + e.message;
@@ -26,12 +24,8 @@
   }
   box.querySelectorAll('[data-choice]').forEach((b) => b.addEventListener('click', () => choose(b.dataset.choice)));
   // The same keys as the preference review screen (webapp/review): 1 left, 2 right, N/J next, P/K previous.
-  const KEYS = {'1': 'a', '2': 'b', '3': 'tie', t: 'tie'};
-  const keyed = box.querySelectorAll('[data-keys]');
-  if (keyed.length) {
-    Object.keys(KEYS).forEach((k) => { delete KEYS[k]; });
-    keyed.forEach((b) => b.dataset.keys.split(' ').forEach((k) => { KEYS[k] = b.dataset.choice; }));
-  }
+  const KEYS = {};
+  box.querySelectorAll('[data-keys]').forEach((b) => b.dataset.keys.split(' ').forEach((k) => { KEYS[k] = b.dataset.choice; }));
   const NAV = {n: 'next', j: 'next', p: 'prev', k: 'prev'};
   document.addEventListener('keydown', (e) => {
     if (e.altKey || e.ctrlKey || e.metaKey || /^(INPUT|TEXTAREA|SELECT)$/.test(e.target.tagName)) return;
