@@ -108,6 +108,30 @@ def version_derive(*, source: DatasetVersion, user, drop: Iterable[int], lineage
     return version
 
 
+SUGGEST_AT_MOST = 0.5  # the clean form ticks categories that together drop at most this share of the rows
+
+
+def suggested_categories(drops: dict[str, list[int]], row_count: int) -> tuple[dict[str, str], int]:
+    """Which categories the clean form ticks at first, and the rows they keep: each category with rows, in
+    the report's order, unless with those ticked before it it would drop more than half of the version —
+    such a category (every pair contaminated, say) is a finding to read, not rows to drop by default.
+    Returns ({category: "" when ticked, else why not}, rows kept by the ticked ones)."""
+    ticked: set[int] = set()
+    notes: dict[str, str] = {}
+    for key, rows in drops.items():
+        union = ticked | set(rows)
+        if not rows:
+            notes[key] = "no rows"
+        elif len(union) >= row_count:
+            notes[key] = (f"not ticked: with the others it covers all {row_count:,} rows, and a version needs "
+                          f"at least one")
+        elif len(union) > row_count * SUGGEST_AT_MOST:
+            notes[key] = f"not ticked: it would drop more than half of the {row_count:,} rows; tick it if you mean it"
+        else:
+            ticked, notes[key] = union, ""
+    return notes, row_count - len(ticked)
+
+
 def clean_version(*, report: QualityReport, user, categories: Iterable[str]) -> DatasetVersion:
     """Drop the rows of the chosen categories of a ready report into a new version (see the module docstring)."""
     categories = sorted({str(c).strip() for c in categories if str(c).strip()})

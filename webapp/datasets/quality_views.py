@@ -79,20 +79,37 @@ def quality_page(request, slug, dataset_id, number):
                 messages.info(request, "This report was already computed for these options: shown from the cache.")
             return redirect(quality_url(version, report))
     report = quality_service.report_get(version, request.GET.get("report"))
-    chosen = set(report.params.get("eval_versions", [])) if report else set()
-    if request.method == "POST":
-        chosen = {int(v) for v in request.POST.getlist("eval_versions") if v.isdigit()}
+    return _render(request, access, version, report, errors)
+
+
+def _clean_choices(report, chosen: list[str] | None) -> tuple[list[dict], int | None]:
+    """The clean form's categories: ticked as suggested (cleaning.suggested_categories), or as the user chose."""
+    if report is None or report.status != ReportStatus.READY:
+        return [], None
+    notes, kept = cleaning.suggested_categories(report.drops, report.version.row_count)
+    rows = [{"key": key, "label": c["label"], "rows": c["rows"], "note": notes.get(key, ""),
+             "checked": (key in chosen) if chosen is not None else (c["rows"] > 0 and not notes.get(key))}
+            for key, c in report.result.get("cleaning", {}).items()]
+    return rows, kept if chosen is None else None
+
+
+def _render(request, access, version, report, errors: dict[str, str], *, chosen: list[str] | None = None):
+    """The Quality page; `errors["clean"]` sits beside the clean button, with the user's ticks kept."""
+    clean_choices, clean_kept = _clean_choices(report, chosen)
+    chosen_evals = set(report.params.get("eval_versions", [])) if report else set()
+    if request.method == "POST" and "eval_versions" in request.POST:
+        chosen_evals = {int(v) for v in request.POST.getlist("eval_versions") if v.isdigit()}
     params = report.params if report else {}
     context = {
         "project": access.project, "access": access, "version": version, "dataset": version.dataset,
         "report": report, "errors": errors, "sections": _sections(request, version, access, report),
         "status": quality_service.report_status(report) if report else None,
-        "eval_choices": quality_service.eval_choices(version), "chosen_evals": chosen,
+        "eval_choices": quality_service.eval_choices(version), "chosen_evals": chosen_evals,
         "ngram": request.POST.get("ngram") or params.get("ngram", contamination.NGRAM),
         "threshold": request.POST.get("threshold") or params.get("threshold", THRESHOLD),
         "other_reports": version.quality_reports.exclude(pk=getattr(report, "pk", None))
                                                 .filter(algorithm=getattr(report, "algorithm", 0))[:10],
-        "cleaning": (report.result.get("cleaning", {}) if report and report.status == ReportStatus.READY else {}),
+        "clean_choices": clean_choices, "clean_kept": clean_kept,
         "children": version.children.order_by("number"),
     }
     return render(request, "datasets/quality.html", context, status=400 if errors else 200)
@@ -115,11 +132,11 @@ def quality_clean(request, slug, dataset_id, number, report_id):
     if report is None:
         messages.error(request, "No such report.")
         return redirect(quality_url(version))
+    chosen = request.POST.getlist("categories")
     try:
-        new = cleaning.clean_version(report=report, user=request.user, categories=request.POST.getlist("categories"))
-    except ApplicationError as exc:
-        messages.error(request, exc.message)
-        return redirect(quality_url(version, report))
+        new = cleaning.clean_version(report=report, user=request.user, categories=chosen)
+    except ApplicationError as exc:  # shown beside the button, the ticks kept
+        return _render(request, access, version, report, {"clean": exc.message}, chosen=chosen)
     lin = new.lineage
     messages.success(request, f"Created v{new.number}: {lin['rows_kept']:,} rows kept, {lin['rows_dropped']:,} "
                               f"dropped from v{version.number} (which is unchanged).")
