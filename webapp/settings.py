@@ -143,6 +143,9 @@ MODELS_ROOT = Path(envstr("MODELS_ROOT", str(VAR_DIR / "models"))).resolve()
 # Folders besides MODELS_ROOT from which models may be registered by path (os.pathsep-separated);
 # the app's own data folders stay refused even when one of these contains them.
 MODEL_ROOTS = [str(Path(p).resolve()) for p in envstr("MODEL_ROOTS", "").split(os.pathsep) if p.strip()]
+# Folders whose `<root>/<project slug>/...` runs written outside the app (VERL, TRL) may be attached to that project.
+ATTACH_ROOTS = [str(Path(p).resolve()) for p in envstr("ATTACH_ROOTS", "").split(os.pathsep) if p.strip()]
+ATTACH_IDLE_S = envint("ATTACH_IDLE_S", 24 * 3600)  # an attached run silent this long is no longer followed
 
 # Uploads stream to temporary files above this size, so a 1 GB dataset never sits in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024

@@ -48,7 +48,8 @@ class JobSerializer(serializers.ModelSerializer):
         fields = ["id", "name", "kind", "backend", "state", "preset", "queue", "config", "reward_spec",
                   "reward_versions", "data_manifest", "dataset_version", "base_model", "teacher_model", "parent",
                   "resume_checkpoint", "run_dir", "attempt_count", "cancel_requested", "last_step", "total_steps",
-                  "progress", "error", "created_at", "started_at", "finished_at", "heartbeat_at", "attempts"]
+                  "progress", "error", "created_at", "started_at", "finished_at", "heartbeat_at", "attempts",
+                  "attached_dir", "attached"]
 
     def get_progress(self, job: Job) -> float | None:
         return selectors.job_progress(job)

@@ -1,10 +1,12 @@
 from django.urls import path
 
-from webapp.runs import api, api_rescore, zero_signal_api
+from webapp.runs import api, api_attach, api_rescore, zero_signal_api
 
 urlpatterns = [
     path("", api.JobListApi.as_view(), name="api-jobs"),
     path("models/", api.ModelListApi.as_view(), name="api-models"),
+    path("attach/", api_attach.AttachApi.as_view(), name="api-job-attach"),
+    path("<int:pk>/attach/stop/", api_attach.AttachStopApi.as_view(), name="api-job-attach-stop"),
     path("<int:pk>/", api.JobDetailApi.as_view(), name="api-job"),
     path("<int:pk>/cancel/", api.JobCancelApi.as_view(), name="api-job-cancel"),
     path("<int:pk>/resume/", api.JobResumeApi.as_view(), name="api-job-resume"),

@@ -67,6 +67,9 @@ class Job(TimeStampedModel):
     # The reviewed launch that created this job: a second POST of the same review finds it instead of
     # launching again (Back after Launch, a double click, two tabs).
     launch_token = models.UUIDField(null=True, blank=True, unique=True, editable=False)
+    # A run the app did not launch, followed read-only from this folder (webapp/runs/services/attach.py); "" else.
+    attached_dir = models.CharField(max_length=500, blank=True)
+    attached = models.JSONField(default=dict, blank=True)  # its layout (training.external.Layout) and follow state
 
     class Meta:
         ordering = ["-created_at"]
@@ -78,6 +81,10 @@ class Job(TimeStampedModel):
     @property
     def is_active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+    @property
+    def is_attached(self) -> bool:
+        return bool(self.attached_dir)
 
 
 class JobAttempt(models.Model):

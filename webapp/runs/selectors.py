@@ -42,7 +42,8 @@ def job_events(job: Job, limit: int = 100) -> QuerySet[RunEvent]:
 def can_resume(job: Job) -> bool:
     from webapp.runs.services.launch import resume_target
 
-    return job.state in FINAL_STATES and job.state != JobState.SUCCEEDED and resume_target(job) is not None
+    return (job.state in FINAL_STATES and job.state != JobState.SUCCEEDED and not job.is_attached
+            and resume_target(job) is not None)
 
 
 def log_tail(job: Job, attempt_number: int | None = None, lines: int = 200) -> dict[str, Any]:

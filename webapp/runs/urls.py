@@ -1,12 +1,14 @@
 from django.urls import path
 
-from webapp.runs import views, views_rescore, zero_signal_views
+from webapp.runs import attach_views, views, views_rescore, zero_signal_views
 
 app_name = "runs"
 
 urlpatterns = [
     path("", views.job_list, name="list"),
     path("new/", views.job_new, name="new"),
+    path("attach/", attach_views.attach_new, name="attach"),
+    path("<int:pk>/attach/stop/", attach_views.attach_stop, name="attach-stop"),
     path("preview/", views.job_preview, name="preview"),
     path("launched/<uuid:token>/", views.job_launched, name="launched"),
     path("models/", views.model_list, name="models"),

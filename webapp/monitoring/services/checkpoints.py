@@ -129,6 +129,7 @@ def job_rollback(*, job: Job, step: Any, user, reason: str = "", hp_overrides: A
     from webapp.monitoring.selectors import job_hp
 
     hp = parse_hp_overrides(hp_overrides)
+    stop_parent = stop_parent and not job.is_attached  # the app cannot stop a process it does not own
     reason = (reason or "").strip()
     if len(reason) > 400:
         raise ApplicationError("Keep the reason under 400 characters.", field="reason")

@@ -81,6 +81,10 @@ def _act(job: Job, d: Decision, candidates) -> None:
           before={"rule": d.rule, "step": d.step, "values": d.values,
                   "hp": {k: job_hp(job).get(k) for k in d.hp}},
           after={"to_step": d.to_step, "hp": d.hp} if target else {"action": d.action})
+    if job.is_attached and d.action != WARN:  # not the app's process: the notification above is all it can do
+        RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step, data={"rule": d.rule, "action": WARN},
+                                message=f"Rule {d.rule} would {d.action} the run; an attached run is only warned about")
+        return
     try:
         if d.action == STOP:
             launch.job_cancel(job=job, user=None)
@@ -111,6 +115,9 @@ def job_rules_set(*, job: Job, user, rules: Any) -> list[Rule]:
         parsed = parse_rules(rules)
     except RuleConfigError as exc:
         raise ApplicationError(f"Guard rules: {exc}.", field="guard_rules") from None
+    if job.is_attached and any(r.action != WARN for r in parsed):
+        raise ApplicationError("An attached run's rules can only warn: the app does not own its process.",
+                               field="guard_rules")
     if any(r.action == RESTORE for r in parsed) and not (job.config.get("hp") or {}).get("save_freq"):
         raise ApplicationError("A restore rule needs checkpoints: this run saves none (save_freq 0).",
                                field="guard_rules")

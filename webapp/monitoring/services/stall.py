@@ -58,7 +58,8 @@ def stall_check(job: Job, now: float | None = None) -> StallCheck | None:
             record.stalled_since = timezone.now()
         elif not result.stalled and was:
             record.stalled_since = None
-        resume = result.stalled and not was and cfg.action == "cancel_resume" and record.stall_resumes < cfg.max_resumes
+        resume = (result.stalled and not was and cfg.action == "cancel_resume" and not job.is_attached
+                  and record.stall_resumes < cfg.max_resumes)
         if resume:
             record.stall_resumes += 1
         record.save()
@@ -76,7 +77,7 @@ def _on_stall(job: Job, cfg: StallConfig, result: StallCheck, summary: dict[str,
     message = (f"Stalled: no new step for {result.idle_s / 60:.1f} min, limit {result.limit_s / 60:.1f} min"
                f"{usual}; {then}.")
     attempt = job.attempts.filter(number=summary["attempt"]).first()
-    dump, said = stacks.on_stall(job, attempt) if attempt is not None else ("", "")  # before any resume kills it
+    dump, said = ("", "") if attempt is None or job.is_attached else stacks.on_stall(job, attempt)  # before a resume
     RunEvent.objects.create(job=job, kind="stalled", step=job.last_step, message=message[:500],
                             data={**summary, "action": "cancel_resume" if resume else "notify"})
     audit(actor=None, action="job.stalled", project=job.project, obj=job, summary=message, after=summary)

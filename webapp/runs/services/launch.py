@@ -154,15 +154,23 @@ def job_create_child(*, parent: Job, checkpoint: Checkpoint, user, hp_overrides:
         raise ApplicationError(f"Checkpoint at step {checkpoint.step} is {checkpoint.status}; choose another.",
                                field="checkpoint")
     pinned = Pinned(rows=[], manifest=parent.data_manifest)  # the parent's exact rows, not a new selection
+    base_config = parent.config
+    if parent.is_attached:  # not launched here: the data chosen at attach time, pinned now, and its own settings
+        base_config = parent.config.get("rollback_config")
+        if not base_config:
+            raise ApplicationError("This attached run was attached without its model, data and reward, so it cannot "
+                                   "be rolled back: attach it again choosing them.", field="checkpoint")
+        pinned = None
     plan = plan_job(project=parent.project, kind=parent.kind, backend=parent.backend, preset=parent.preset,
                     hp_overrides=hp_overrides, dataset_version=parent.dataset_version, reward_spec=parent.reward_spec,
                     base_model=parent.base_model, teacher_model=parent.teacher_model, pinned=pinned,
-                    include_unreviewed=bool(parent.config.get("include_unreviewed")), base_config=parent.config,
+                    include_unreviewed=bool(base_config.get("include_unreviewed")), base_config=base_config,
                     check_probes=False)
     if plan.errors:
         raise JobValidationError(plan.errors, plan.warnings)
     job = _insert_job(plan=plan, user=user, name=f"{parent.name} ↳ {reason}@{checkpoint.step}", parent=parent,
-                      resume_checkpoint=checkpoint, reason=reason, manifest=parent.data_manifest)
+                      resume_checkpoint=checkpoint, reason=reason,
+                      manifest=plan.pinned.manifest if pinned is None else parent.data_manifest)
     _event(parent, reason, f"{reason}: new job #{job.pk} from the checkpoint at step {checkpoint.step}",
            step=checkpoint.step, actor=user, child_job=job.pk, overrides=hp_overrides or {})
     audit(actor=user, action=f"job.{reason}", project=parent.project, obj=job,
@@ -319,6 +327,9 @@ def current_attempt(job: Job) -> JobAttempt | None:
 def job_cancel(*, job: Job, user) -> Job:
     """Ask the job to stop: queued -> cancelled now; running -> CANCEL file, cancelled when the supervisor exits."""
     job = Job.objects.select_for_update().get(pk=job.pk)
+    if job.is_attached:
+        raise ApplicationError(f"Run #{job.pk} is attached: the app does not own its process, so it cannot stop "
+                               "it (stop following it instead).")
     if not job.is_active:
         raise ApplicationError(f"Job #{job.pk} is already {job.state}.")
     job.cancel_requested = True
@@ -356,6 +367,9 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
     the current attempt is stopped first and the new one starts when it has exited).
     """
     job = Job.objects.select_for_update().select_related("project").get(pk=job.pk)
+    if job.is_attached:
+        raise ApplicationError(f"Run #{job.pk} is attached: it cannot be resumed here; roll it back from one of its "
+                               "checkpoints to start an app-owned run.")
     if job.state in (JobState.QUEUED, JobState.STARTING):
         raise ApplicationError(f"Job #{job.pk} is {job.state}; wait until it runs or ends.")
     target = checkpoint or resume_target(job)

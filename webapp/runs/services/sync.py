@@ -290,6 +290,10 @@ def _update_job_state(job: Job) -> None:
 def sync_job(job: Job) -> list[MetricPoint]:
     """One pass over a job's live attempts; returns the metric points it added or changed."""
     from training.supervisor import attempt_state
+    from webapp.runs.services.attach import sync_attached
+
+    if job.attached_dir:  # a run the app did not launch: followed through its own folder
+        return sync_attached(job)
 
     new_points: list[MetricPoint] = []
     with transaction.atomic():
