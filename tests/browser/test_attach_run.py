@@ -67,7 +67,7 @@ def test_attach_a_verl_run_follow_it_and_roll_back(page, live_server, project, e
     text = banner.inner_text()
     assert "Attached, read-only" in text and str(run.root.resolve()) in text and "only notify" in text
     assert "metrics in logs/gsm8k_grpo/qwen_run1.jsonl" in text and "checkpoints in checkpoints/" in text
-    assert page.locator("#mon-last-step").inner_text() == "2"
+    assert page.locator("#job-step").inner_text() == "2"
     page.locator("#mon-charts .js-plotly-plot").first.wait_for()
     shot(page, "attached-run")
 
@@ -76,7 +76,7 @@ def test_attach_a_verl_run_follow_it_and_roll_back(page, live_server, project, e
     run.checkpoint(3)
     run.settle()
     sync_job(job)
-    page.wait_for_function("document.getElementById('mon-last-step').textContent === '3'", timeout=30_000)
+    page.wait_for_function("document.getElementById('job-step').textContent === '3'", timeout=30_000)
     page.get_by_role("tab", name="Samples").click()
     body = page.locator("#mon-samples-body")
     body.locator("[data-samples-summary]").wait_for()
