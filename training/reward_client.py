@@ -38,6 +38,7 @@ class RewardResult:
     # reward returning a dict gave ({"score": ..., "format": 1.0} -> {"format": 1.0})
     errors: list[str | None] = field(default_factory=list)
     extras: list[dict] = field(default_factory=list)
+    logs: list[str | None] = field(default_factory=list)  # per component: what its reward code printed
 
 
 def join_prompt_response(prompt: str, response: str) -> str:
@@ -158,12 +159,14 @@ class RewardScorer:
         per_comp: list[list[float | None]] = []
         per_error: list[list[str | None]] = []
         per_extra: list[list[dict]] = []
+        per_log: list[list[str | None]] = []
         slowest: list[tuple[int, float]] = []
         for spec, runner in zip(self.specs, self._runners, strict=True):
             if spec["type"] == "model":
                 per_comp.append(runner.score(reqs))
                 per_error.append([None] * len(reqs))
                 per_extra.append([{}] * len(reqs))
+                per_log.append([None] * len(reqs))
                 continue
             items = [{"data_source": r.data_source, "solution_str": r.response, "ground_truth": r.ground_truth,
                       "extra_info": r.extra_info} for r in reqs]
@@ -175,16 +178,19 @@ class RewardScorer:
                                                                                             strict=True)]
                 extras = [dict(res.extra or {}) if s is not None else {} for res, s in zip(results, scores,
                                                                                            strict=True)]
+                logs = [res.log for res in results]
             except Exception as exc:  # the whole batch failed (time limit, crash)
                 scores, errs = [None] * len(reqs), [f"{type(exc).__name__}: {exc}"] * len(reqs)
-                extras = [{}] * len(reqs)
+                extras, logs = [{}] * len(reqs), [None] * len(reqs)
             per_comp.append(scores)
             per_error.append(errs)
             per_extra.append(extras)
+            per_log.append(logs)
         self.slowest = sorted(slowest, key=lambda p: -p[1])[:5]
         out = []
         for j in range(len(reqs)):
             errors = [e[j] for e in per_error]
             m = mix([c[j] for c in per_comp], self.weights, self.shaping, errors, self.names)
-            out.append(RewardResult(m.score, m.raw, m.components, m.error, errors, [x[j] for x in per_extra]))
+            out.append(RewardResult(m.score, m.raw, m.components, m.error, errors, [x[j] for x in per_extra],
+                                    [lg[j] for lg in per_log]))
         return out

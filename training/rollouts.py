@@ -6,13 +6,15 @@ keys>...}`) plus the keys the run page, the sample browser and re-scoring read:
 - "uid": the group (the same prompt within the step), "sample_index": 0..n-1 within the group;
 - "components": {component: score, or null when it failed}, "errors": {component: message};
 - "extras": {component: {key: value}} the other keys of a reward that returned a dict;
+- "reward_logs": {component: text} what a component's reward code printed for the sample (capped);
 - "advantage": the GRPO advantage the sample got, "response_length" (tokens), "truncated" (bool);
 - optionally "tokens" (decoded response tokens) and, one number per token, "token_logratio" (policy minus
   reference log-prob), "token_entropy" (the policy's entropy) and "token_logprob_diff" (the training pass's
   log-prob minus the one the rollout sampled the token with).
 
 The local trainer writes them all. VERL's dumps carry what our reward wrapper returned
-(`training.backends.verl_reward`: "r/<component>", "err/<component>", user extras); `normalize` fills
+(`training.backends.verl_reward`: "r/<component>", "err/<component>", "log/<component>", user extras);
+`normalize` fills
 in the rest where it can be derived (groups from the prompt text, advantages with GRPO's maths) and
 leaves the rest null. `component_metrics` turns one step's rows into the per-component series, so
 both backends log the same names. Retention (`plan_retention`, `prune`) keeps the store bounded.
@@ -32,10 +34,10 @@ KIND = "rollout"
 # The optimised total: the mean of the scores that went into the GRPO advantage, on both backends
 # (VERL's compute_data_metrics logs it; the local trainer logs the same value under the same name).
 TOTAL_METRIC = "critic/rewards/mean"
-SCORE_KEY, ERROR_KEY = "r/", "err/"  # VERL dump columns written by training.backends.verl_reward
+SCORE_KEY, ERROR_KEY, LOG_KEY = "r/", "err/", "log/"  # VERL dump columns written by training.backends.verl_reward
 VERL_KEYS = {"input", "output", "gts", "score", "step", "acc", "reward_error", "reference_score", "win",
              "request_id", "data_source", "extra_info"}
-STORE_KEYS = {"uid", "sample_index", "components", "errors", "extras", "advantage", "response_length",
+STORE_KEYS = {"uid", "sample_index", "components", "errors", "extras", "reward_logs", "advantage", "response_length",
               "truncated", "tokens", "token_logratio", "token_entropy", "token_logprob_diff", "prompt_length"}
 TOKEN_KEYS = ("tokens", "token_logratio", "token_entropy", "token_logprob_diff")
 EPSILON = 1e-6  # VERL's compute_grpo_outcome_advantage
@@ -119,7 +121,7 @@ def _split_verl_columns(row: dict[str, Any]) -> tuple[dict, dict, dict]:
         components[name] = None
     extras: dict[str, dict[str, Any]] = {}
     for key, value in row.items():
-        if key in VERL_KEYS or key in STORE_KEYS or key.startswith((SCORE_KEY, ERROR_KEY)):
+        if key in VERL_KEYS or key in STORE_KEYS or key.startswith((SCORE_KEY, ERROR_KEY, LOG_KEY)):
             continue
         if not isinstance(value, (int, float, str, bool)) and value is not None:
             continue
@@ -149,8 +151,10 @@ def normalize(rows: list[dict[str, Any]], step: int | None = None) -> list[dict[
         if row.get("sample_index") is None:
             row["sample_index"] = seen.get(uid, 0)
         seen[uid] = seen.get(uid, 0) + 1
-        if "components" not in row:
+        if "components" not in row:  # a VERL dump's row
             row["components"], row["errors"], row["extras"] = _split_verl_columns(row)
+            row["reward_logs"] = {k[len(LOG_KEY):]: v for k, v in row.items()
+                                  if k.startswith(LOG_KEY) and isinstance(v, str) and v}
         row.setdefault("errors", {})
         row.setdefault("extras", {})
         for key in ("response_length", "truncated", "advantage"):

@@ -15,7 +15,8 @@ manager then calls `compute_score(data_source=, solution_str=, ground_truth=, ex
 - components are mixed by `training.reward_mix` (as in the local backend and test-runs), and
   every sample returns the same keys, because VERL builds the extra-info columns from the first
   sample's keys: "score", "acc", "reward_error", "r/<component>" (its own score, NaN where it failed),
-  "err/<component>" (1.0 where it failed) and the scalar extras of rewards that return a dict.
+  "err/<component>" (1.0 where it failed), "log/<component>" (what its reward code printed for the sample,
+  capped by the sandbox; "" when nothing) and the scalar extras of rewards that return a dict.
 """
 from __future__ import annotations
 
@@ -139,8 +140,8 @@ class FunctionComponent:
             self._sb, self._pid = sb, os.getpid()
         return self._sb
 
-    def score_batch(self, items: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any], str | None]]:
-        """Return (score, extra, error) per item; a failed item scores 0.0 with its error."""
+    def score_batch(self, items: list[dict[str, Any]]) -> list[tuple[float, dict[str, Any], str | None, str]]:
+        """Return (score, extra, error, printed) per item; a failed item scores 0.0 with its error."""
         try:
             results = self._sandbox().score_batch(items)
         except Exception:  # the sandbox process died: start a fresh one and retry once
@@ -152,7 +153,8 @@ class FunctionComponent:
             score = getattr(res, "score", None)
             if error is None and (not isinstance(score, (int, float)) or not math.isfinite(score)):
                 error = f"score is not a finite number: {score!r}"
-            out.append((float(score) if error is None else 0.0, dict(getattr(res, "extra", None) or {}), error))
+            out.append((float(score) if error is None else 0.0, dict(getattr(res, "extra", None) or {}), error,
+                        getattr(res, "log", None) or ""))
         return out
 
     def close(self) -> None:
@@ -249,7 +251,7 @@ class RewardRunner:
                 if probe:
                     item = {**probe, "solution_str": ""}
                     try:
-                        _, extra, error = batcher.submit(item).result()
+                        _, extra, error, _ = batcher.submit(item).result()
                     except Exception as exc:  # noqa: BLE001 - user extras are optional
                         extra, error = {}, str(exc)
                     if error is None:
@@ -267,13 +269,13 @@ class RewardRunner:
         for mc in self.models:
             fut: Future = Future()
             try:
-                fut.set_result((mc.score(sample["solution_str"], sample["extra_info"], kwargs), {}, None))
+                fut.set_result((mc.score(sample["solution_str"], sample["extra_info"], kwargs), {}, None, ""))
             except Exception as exc:  # noqa: BLE001 - reported per sample like a function error
-                fut.set_result((0.0, {}, f"reward model: {exc}"))
+                fut.set_result((0.0, {}, f"reward model: {exc}", ""))
             futures.append(fut)
         return futures
 
-    def _mix(self, parts: list[tuple[float, dict[str, Any], str | None]]) -> tuple[float, list[str]]:
+    def _mix(self, parts: list[tuple[float, dict[str, Any], str | None, str]]) -> tuple[float, list[str]]:
         names = [f.name for f in self.functions] + [m.name for m in self.models]
         mixed = mix([p[0] for p in parts], [self.weights[n] for n in names], self.shaping,
                     [p[2] for p in parts], names)
@@ -299,7 +301,8 @@ class RewardRunner:
         for n, p in zip(names, parts, strict=False):
             out[f"r/{n}"] = _NAN if p[2] else p[0]
             out[f"err/{n}"] = 1.0 if p[2] else 0.0
-        for fc, (_, extra, _) in zip(self.functions, parts, strict=False):
+            out[f"log/{n}"] = p[3]  # what its reward code printed ("" when nothing): kept in the rollout dump
+        for fc, (_, extra, _, _) in zip(self.functions, parts, strict=False):
             for k in keys.get(fc.name, []):
                 v = extra.get(k, _NAN)
                 out[self._key(fc.name, k)] = v if isinstance(v, (int, float, str, bool)) else _NAN

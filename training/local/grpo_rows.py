@@ -40,6 +40,7 @@ def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout
             "components": dict(zip(names, res.components, strict=True)),
             "errors": {n: e for n, e in zip(names, res.errors, strict=True) if e},
             "extras": {n: x for n, x in zip(names, res.extras, strict=True) if x},
+            "reward_logs": {n: lg for n, lg in zip(names, res.logs, strict=True) if lg},  # what each reward printed
             # GRPO's outcome advantage is the same on every response token: take the first
             "advantage": float(advantages[j, 0]) if length else 0.0,
             # cut at the length limit before an end-of-sequence token

@@ -8,6 +8,7 @@ The protocol and how calls are grouped are described in `protocol.py`.
 """
 import contextlib
 import functools
+import io
 import itertools
 import math
 import os
@@ -59,6 +60,50 @@ class Harness:
         self.out_fd = -1
         # the open chunk, shared with the flush handler: [scores, runs, special, i0, sent, runs sent]
         self.chunk: list | None = None
+        # What the reward prints while a sample is scored: {sample index: [chars, [pieces]]}, sent with the
+        # sample's result; capped per sample and per batch. Printed while loading: load_log.
+        self.logs: dict = {}
+        self.log_base = 0  # a running call's index is its seq - log_base
+        self.log_cap = int(self.limits.get("max_log_chars", 2000))
+        self.batch_log_cap = int(self.limits.get("max_batch_log_chars", 65536))
+        self.batch_logged = 0
+        self.load_log: list = [0, []]
+
+    # ---- what the reward prints ----------------------------------------------------------------
+    def captured(self, text: str) -> None:
+        """sys.stdout / sys.stderr write `text`: keep it with the sample being scored (or the loading)."""
+        seq = self.current()
+        if _FORKED or seq < 0:  # between calls (a thread of the reward, say): the stderr tail, as before
+            with contextlib.suppress(OSError):
+                os.write(2, text.encode("utf-8", "replace"))
+            return
+        if seq == LOAD_SEQ:
+            self._keep(self.load_log, text, self.log_cap)
+            return
+        index = seq - self.log_base
+        entry = self.logs.get(index)
+        if entry is None:
+            if not self.log_cap:
+                return
+            if self.batch_logged >= self.batch_log_cap:  # the batch's budget is spent: a note, nothing more
+                self.logs[index] = [self.log_cap, ["[output not kept: the batch printed max_batch_log_chars]"]]
+                return
+            entry = self.logs[index] = [0, []]
+        before = entry[0]
+        self._keep(entry, text, min(self.log_cap, before + self.batch_log_cap - self.batch_logged))
+        self.batch_logged += entry[0] - before
+
+    @staticmethod
+    def _keep(entry: list, text: str, cap: int) -> None:
+        room = cap - entry[0]
+        if room <= 0:
+            return
+        if len(text) > room:
+            text = text[:room] + "… [output cut]"
+            entry[0] = cap
+        else:
+            entry[0] += len(text)
+        entry[1].append(text)
 
     # ---- setup -----------------------------------------------------------------------------
     def apply_limits(self) -> None:
@@ -156,7 +201,7 @@ class Harness:
                     "lineno": None}
         self.fn = fn
         self.positional = _binds_positionally(fn)
-        return {"ready": True, "uid": os.getuid(), "pid": os.getpid()}
+        return {"ready": True, "uid": os.getuid(), "pid": os.getpid(), "log": "".join(self.load_log[1])}
 
     # ---- watchdog ----------------------------------------------------------------------------
     def start_watchdog(self) -> None:
@@ -192,7 +237,7 @@ class Harness:
             return
         k, r = len(st[0]), len(st[1])
         if k > st[4]:
-            _write(self.out_fd, _chunk_message(st, st[4], k, st[5], r))
+            _write(self.out_fd, _chunk_message(st, st[4], k, st[5], r, self.logs))
             st[4], st[5] = k, r
 
     def _watchdog(self, tick: float) -> None:
@@ -253,6 +298,9 @@ class Harness:
         """Score one piece of a batch, group by group, sending results in chunks (the sandbox's hot loop)."""
         global _IN_USER
         offset, seq0 = int(msg["offset"]), int(msg["seq0"])
+        self.log_base = seq0 - offset
+        if first:
+            self.batch_logged = 0
         sol, gt = msg["sol"], msg["gt"]
         n = len(sol)
         ds = msg["ds"]
@@ -305,7 +353,7 @@ class Harness:
             pos += count
             size = 1 if (t1 - t0) >= _SLOW_S * count else min(group_max, size * 2)
             if t1 >= flush_at or len(st[0]) >= _FLUSH_EVERY:
-                _write(out_fd, _chunk_message(st, st[4], len(st[0]), st[5], len(st[1])))
+                _write(out_fd, _chunk_message(st, st[4], len(st[0]), st[5], len(st[1]), self.logs))
                 st = self.chunk = [[], [], {}, st[3] + len(st[0]), 0, 0]
                 flush_at = t1 + _FLUSH_AFTER_S
         self.group, self.flush_at = size, flush_at
@@ -316,7 +364,8 @@ class Harness:
         self.chunk = None
         if self.pidns:
             _kill_strays()
-        last_chunk = _chunk_message(st, st[4], len(st[0]), st[5], len(st[1]))
+        last_chunk = _chunk_message(st, st[4], len(st[0]), st[5], len(st[1]), self.logs)
+        self.logs.clear()  # a sample's output after its result went (a thread of the reward): not kept
         _write(out_fd, last_chunk[:-1] + b',"end":true,"cpu":' + repr(_cpu_used()).encode() + b"}")
 
     def _check_group(self, out: list, seq: int, failed: int, st: list) -> None:
@@ -437,6 +486,30 @@ def _kill_strays() -> None:
                 time.sleep(0.001)
 
 
+class _Capture(io.TextIOBase):
+    """sys.stdout and sys.stderr inside the sandbox: each write goes to the harness, which keeps it with the
+    sample being scored."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, harness: Harness) -> None:
+        super().__init__()
+        self._h = harness
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        self._h.captured(text)
+        return len(text)
+
+    def fileno(self) -> int:
+        return 2  # the real stderr (what writes to it directly is not attributed to a sample)
+
+
 class _BatchView:
     """The batch memfd, mapped (again when it has grown): a piece is parsed where it lies, not copied out."""
 
@@ -463,6 +536,7 @@ def main() -> None:
     os.dup2(2, 1)
     cfg = _loads(req.readline())
     h = Harness(cfg)
+    sys.stdout = sys.stderr = _Capture(h)  # print() and logging: kept with the sample (fd-level writes: stderr)
     batches = _BatchView(int(cfg["batch_fd"]))
     h.set_parent_death_signal()
     h.open_index()

@@ -142,11 +142,17 @@ def _write(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
-def _chunk_message(st: list, lo: int, hi: int, rlo: int, rhi: int) -> bytes:
-    """Results lo..hi-1 (runs rlo..rhi-1) of the open chunk `st` as one message."""
+def _chunk_message(st: list, lo: int, hi: int, rlo: int, rhi: int, logs: dict | None = None) -> bytes:
+    """Results lo..hi-1 (runs rlo..rhi-1) of the open chunk `st` as one message; with them go (and leave
+    `logs`, by sample index) what those samples printed."""
     scores, runs, special = st[0], st[1], st[2]
     msg: dict = {"i0": st[3] + lo, "s": scores[lo:hi] if lo or hi != len(scores) else scores,
                  "t": runs[rlo:rhi] if rlo or rhi != len(runs) else runs}
+    if logs:
+        first = st[3] + lo
+        sent = [[i - first, "".join(logs.pop(i)[1])] for i in sorted(logs) if first <= i < first + hi - lo]
+        if sent:
+            msg["l"] = sent
     part = {j - lo: v for j, v in special.items() if lo <= j < hi} if special else None
     if part:
         if any(kind == "x" for kind, _ in part.values()):

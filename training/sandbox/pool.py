@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from training.sandbox.protocol import failed, keys_message
+from training.sandbox.protocol import LogBudget, failed, keys_message
 from training.sandbox.runner import RewardSandbox
 from training.sandbox.types import SandboxLimits, ScoreBatch, ScoreResult
 
@@ -90,6 +90,11 @@ class SandboxPool:
     def cpu_seconds(self) -> float:
         return sum(m.cpu_seconds for m in self.members)
 
+    @property
+    def load_log(self) -> str:
+        """What the reward printed while loading (in the first member: they all load the same module)."""
+        return self.members[0].load_log
+
     def start(self) -> None:
         """Start every member at once (loading a reward that imports torch takes seconds each)."""
         if self.size == 1:
@@ -125,6 +130,7 @@ class SandboxPool:
         for part in self._shard_results(items):
             out.extend(part)
         _check_keys(out)
+        out.cap_logs(LogBudget(self.limits.max_batch_log_chars))
         return out
 
     def iter_scores(self, items: Iterable[Mapping[str, Any]], *,
@@ -136,10 +142,11 @@ class SandboxPool:
             yield from self.members[0].iter_scores(items, deadline=deadline)
             return
         ref: list[Any] = [None, None]  # (index, keys) of the batch's first scored sample
+        budget = LogBudget(self.limits.max_batch_log_chars)
         base = 0
         for part in self._shard_results(items, deadline):
             for res in part:
-                yield _checked(_shifted(res, base), ref)
+                yield budget.take(_checked(_shifted(res, base), ref))
             base += len(part)
 
     def _shard_results(self, items: list[Mapping[str, Any]], until: float | None = None) -> Iterator[ScoreBatch]:
@@ -198,7 +205,7 @@ def _failed(n: int, reason: str) -> ScoreBatch:
 def _shifted(res: ScoreResult, base: int) -> ScoreResult:
     if not base:
         return res
-    return ScoreResult(res.index + base, res.score, res.extra, res.error, res.traceback, res.lineno, res.duration_ms)
+    return res.at(res.index + base)
 
 
 def _keys(res_extra: dict | None) -> frozenset[str] | None:
@@ -215,7 +222,7 @@ def _checked(res: ScoreResult, ref: list[Any]) -> ScoreResult:
         return res
     if keys == ref[1]:
         return res
-    return ScoreResult(res.index, None, res.extra, keys_message(keys, ref[1], ref[0]), None, None, res.duration_ms)
+    return res.failing(keys_message(keys, ref[1], ref[0]))
 
 
 def _check_keys(batch: ScoreBatch) -> None:

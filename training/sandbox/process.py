@@ -167,6 +167,8 @@ class SandboxProcess:
                                   lineno=ready.get("lineno"), traceback=ready.get("traceback"),
                                   stderr=self.stderr_text())
         self.uid = ready.get("uid")
+        log = ready.get("log")
+        self.load_log = log[:_STDERR_KEEP] if isinstance(log, str) else ""  # printed while the reward loaded
 
     # ---- I/O -----------------------------------------------------------------------------------
     def _drain_stderr(self) -> None:

@@ -10,7 +10,8 @@ Protocol (one JSON document per line; columns rather than one dict per sample, f
   "gt": [...], "ex": [...] | null, "kwargs": {...}, "exact": bool} ("ds" is one string when all are equal);
 - child -> parent: chunks {"i0": first index, "s": [score | null], "t": [[calls, seconds], ...] (the
   chunk's calls in runs, in order: each run's calls share its time), "x": [extra | null] (only when a
-  sample returned a dict), "e": [[j, error, traceback, lineno]] (only on errors)}; the last chunk of a
+  sample returned a dict), "e": [[j, error, traceback, lineno]] (only on errors), "l": [[j, text]] (what sample
+j printed, only when it did)}; the last chunk of a
   batch has "end": true and the CPU seconds used. A chunk is sent every 2048 samples or 20 ms, at the
   end of the batch, and by the SIGUSR2 handler when a call runs long.
 Calls run in groups through map() (the per-sample Python loop cost more than a simple reward): a group
@@ -52,8 +53,29 @@ class KeyCheck:
             return res
         if keys == self.ref_keys:
             return res
-        return ScoreResult(res.index, None, res.extra, keys_message(keys, self.ref_keys, self.ref_index), None,
-                           None, res.duration_ms)
+        return res.failing(keys_message(keys, self.ref_keys, self.ref_index))
+
+
+class LogBudget:
+    """What a whole batch keeps of the samples' logs: max_batch_log_chars, in the batch's order (a pool's
+    shards, or a sandbox restarted mid-batch, each had a budget of their own in the sandbox)."""
+
+    NOTE = "[output not kept: the batch printed max_batch_log_chars]"
+
+    def __init__(self, chars: int) -> None:
+        self.left = chars
+
+    def take(self, res: ScoreResult) -> ScoreResult:
+        log = res.log
+        if not log or log == self.NOTE:
+            return res
+        if self.left <= 0:
+            res.log = self.NOTE
+        elif len(log) > self.left:
+            res.log, self.left = log[:self.left] + "… [output cut]", 0
+        else:
+            self.left -= len(log)
+        return res
 
 
 def keys_message(keys: frozenset[str] | None, ref_keys: frozenset[str] | None, ref_index: int) -> str:
@@ -87,9 +109,11 @@ def columns(items: list[Mapping[str, Any]], first_index: int = 0) -> dict[str, A
     return cols
 
 
-def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck, limit_ms: float) -> Chunk | None:
+def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck, limit_ms: float,
+                 max_log: int = 1 << 16) -> Chunk | None:
     """One result chunk from the child as (scores, runs, special results by index); None when it is
-    malformed or out of order. Plain numbers stay in the scores list: no object per sample."""
+    malformed or out of order. Plain numbers stay in the scores list: no object per sample. What a sample
+    printed ("l") is kept on its result, cut at `max_log` characters."""
     scores, runs, extras, errors = msg.get("s"), msg.get("t"), msg.get("x"), msg.get("e")
     if msg.get("i0", nxt) != nxt or not isinstance(scores, list) or not isinstance(runs, list):
         return None
@@ -118,7 +142,13 @@ def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck, limit
         fails[err[0]] = err
     for j in late:
         fails.setdefault(j, [j, f"timed out after {limit_ms / 1000:g} s (time_limit_s)", None, None])
-    if extras is None and not fails and keys.ref_keys is None and not nones:
+    logs: dict[int, str] = {}
+    for item in msg.get("l") or ():
+        if not (isinstance(item, list) and len(item) == 2 and type(item[0]) is int and 0 <= item[0] < m
+                and isinstance(item[1], str)):
+            return None
+        logs[item[0]] = item[1][:max_log]
+    if extras is None and not fails and keys.ref_keys is None and not nones and not logs:
         # the common case, kept in C loops: every sample returned a number, as the first one did
         if keys.ref_index is None and m:
             keys.ref_index = nxt
@@ -130,18 +160,19 @@ def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck, limit
         if j in fails:
             _, err, tb, line = fails[j]
             special[nxt + j] = ScoreResult(nxt + j, None, {}, str(err), tb if isinstance(tb, str) else None,
-                                           line if isinstance(line, int) else None, durations[j])
+                                           line if isinstance(line, int) else None, durations[j], logs.get(j))
             out[j] = None
             continue
         score = scores[j]
         extra = extras[j] if extras is not None else None
         if score is None or (extra is not None and not isinstance(extra, dict)):
             return None
+        log = logs.get(j)
         res = keys.check(ScoreResult(nxt + j, score, extra if extra is not None else {}, None, None, None,
-                                     durations[j]), frozenset(extra) if extra is not None else None)
+                                     durations[j], log), frozenset(extra) if extra is not None else None)
         if res.error is not None:
             out[j] = None
-        if res.error is not None or extra:
+        if res.error is not None or extra or log:
             special[nxt + j] = res
     return out, runs, special
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from training.sandbox import isolation
 from training.sandbox.process import ChildDied, SandboxProcess, dumps
-from training.sandbox.protocol import KeyCheck, columns, decode_chunk, fail_results, failed, pieces
+from training.sandbox.protocol import KeyCheck, LogBudget, columns, decode_chunk, fail_results, failed, pieces
 from training.sandbox.types import Chunk, RewardLoadError, SandboxLimits, ScoreBatch, ScoreResult
 
 _CPU_HARD_BATCHES = 50  # RLIMIT_CPU hard limit = load + this many batch budgets; then a fresh process
@@ -68,6 +68,11 @@ class RewardSandbox:
     def mode(self) -> str:
         """"bubblewrap" or "rlimits": how this sandbox's process is isolated."""
         return self._plan().mode
+
+    @property
+    def load_log(self) -> str:
+        """What the reward printed while its module loaded (the current sandbox process)."""
+        return self._child.load_log if self._child is not None else ""
 
     @property
     def cpu_seconds(self) -> float:
@@ -124,6 +129,7 @@ class RewardSandbox:
         with self._lock:
             for chunk in self._run(items, check_keys, deadline):
                 out.add(chunk)
+        out.cap_logs(LogBudget(self.limits.max_batch_log_chars))
         return out
 
     def iter_scores(self, items: Iterable[Mapping[str, Any]], *,
@@ -131,12 +137,13 @@ class RewardSandbox:
         """Yield one ScoreResult per item, in order, as they are computed (`deadline`: as in score_batch)."""
         items = items if isinstance(items, list) else list(items)
         out = ScoreBatch()
+        budget = LogBudget(self.limits.max_batch_log_chars)
         with self._lock:
             for chunk in self._run(items, deadline=deadline):
                 start = len(out)
                 out.add(chunk)
                 for i in range(start, len(out)):
-                    yield out[i]
+                    yield budget.take(out[i])
 
     def _run(self, items: list[Mapping[str, Any]], check_keys: bool = True,
              deadline: float | None = None) -> Iterator[Chunk]:
@@ -251,7 +258,7 @@ class RewardSandbox:
                     yield held
                 raise died
             msg["t"] = [[1, seconds]] if i < stop else []  # our clock, not the one the child reports
-            chunk = decode_chunk(msg, i, i + 1, keys, lim.time_limit_s * 1000.0)
+            chunk = decode_chunk(msg, i, i + 1, keys, lim.time_limit_s * 1000.0, _log_room(lim))
             if chunk is None:
                 child.kill()
                 raise _tampered()
@@ -316,7 +323,7 @@ class RewardSandbox:
                                     running, fatal_for_batch=True, timed_out=True) from None
                 raise ChildDied(f"timed out after {lim.time_limit_s:g} s (time_limit_s) and did not stop; "
                                 "the sandbox was restarted", running, timed_out=True) from None
-            chunk = decode_chunk(msg, nxt, stop, keys, lim.time_limit_s * 1000.0)
+            chunk = decode_chunk(msg, nxt, stop, keys, lim.time_limit_s * 1000.0, _log_room(lim))
             if chunk is None:
                 running = child.running(seq0, start, stop)
                 child.kill()
@@ -336,3 +343,8 @@ def _tampered() -> ChildDied:
     return ChildDied("not scored: the reward wrote to the sandbox's result channel (a result that was not asked "
                      "for, or a second one); the batch's results cannot be trusted", None, fatal_for_batch=True,
                      tampered=True)
+
+
+def _log_room(limits: SandboxLimits) -> int:
+    """The most of a sample's log this side keeps (the sandbox cuts it first, adding a short note)."""
+    return limits.max_log_chars + 200 if limits.max_log_chars else 0

@@ -6,6 +6,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+_MAY_BE_ZERO = ("max_restarts", "max_log_chars", "max_batch_log_chars")
+
 
 @dataclass(frozen=True)
 class SandboxLimits:
@@ -20,13 +22,17 @@ class SandboxLimits:
     tmp_mb: int = 64  # size of the private /tmp
     max_restarts: int = 3  # sandbox restarts (crash, hang) within one batch before giving up on it
     max_extra_chars: int = 4096  # a sample's extra values (as JSON) beyond this are clipped in the sandbox
+    # what a reward prints (stdout/stderr) while scoring a sample is kept with it, up to this much per sample
+    # and per batch (0: not kept); the rest is cut, with a note
+    max_log_chars: int = 2000
+    max_batch_log_chars: int = 65536
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"sandbox limit {f.name} must be a number, not {value!r}")
-            if not math.isfinite(value) or value < 0 or (value == 0 and f.name != "max_restarts"):
+            if not math.isfinite(value) or value < 0 or (value == 0 and f.name not in _MAY_BE_ZERO):
                 raise ValueError(f"sandbox limit {f.name} must be a positive number, not {value!r}")
         if self.memory_mb < 64:
             raise ValueError(f"sandbox limit memory_mb must be at least 64 (got {self.memory_mb})")
@@ -55,12 +61,12 @@ class ScoreResult:
     A plain __slots__ class rather than a dataclass: a batch builds one per sample, so construction is
     on the hot path; `extra` is created on first access instead of one empty dict per sample."""
 
-    __slots__ = ("index", "score", "_extra", "error", "traceback", "lineno", "duration_ms")
-    _FIELDS = ("index", "score", "extra", "error", "traceback", "lineno", "duration_ms")
+    __slots__ = ("index", "score", "_extra", "error", "traceback", "lineno", "duration_ms", "log")
+    _FIELDS = ("index", "score", "extra", "error", "traceback", "lineno", "duration_ms", "log")
 
     def __init__(self, index: int, score: float | None, extra: dict[str, Any] | None = None,
                  error: str | None = None, traceback: str | None = None, lineno: int | None = None,
-                 duration_ms: float = 0.0) -> None:
+                 duration_ms: float = 0.0, log: str | None = None) -> None:
         self.index = index
         self.score = score
         self._extra = extra
@@ -68,6 +74,16 @@ class ScoreResult:
         self.traceback = traceback  # from the user's code on; None when not an exception
         self.lineno = lineno  # the line of the user's source where it failed (for the editor)
         self.duration_ms = duration_ms
+        self.log = log  # what the reward printed while scoring this sample (capped), None when nothing
+
+    def at(self, index: int) -> ScoreResult:
+        """The same result at another index (a pool's shard placed in its batch)."""
+        return ScoreResult(index, self.score, self._extra, self.error, self.traceback, self.lineno, self.duration_ms,
+                           self.log)
+
+    def failing(self, error: str) -> ScoreResult:
+        """The same sample, failed for `error` (its extra values and log kept)."""
+        return ScoreResult(self.index, None, self._extra, error, None, None, self.duration_ms, self.log)
 
     @property
     def extra(self) -> dict[str, Any]:
@@ -130,14 +146,18 @@ class ScoreBatch(Sequence[ScoreResult]):
         self.scores.extend(other.scores)
         self._runs.extend(other._runs)
         for i, r in other._special.items():
-            self._special[base + i] = r if base == 0 else ScoreResult(
-                base + i, r.score, r._extra, r.error, r.traceback, r.lineno, r.duration_ms)
+            self._special[base + i] = r if base == 0 else r.at(base + i)
 
     def replace(self, res: ScoreResult) -> None:
         """Put `res` in place of the result at `res.index` (a failed one: its score becomes None)."""
         self._special[res.index] = res
         if res.error is not None:
             self.scores[res.index] = None
+
+    def cap_logs(self, budget) -> None:
+        """Keep the samples' logs within `budget` (a protocol.LogBudget), in index order."""
+        for i in sorted(i for i, r in self._special.items() if r.log):
+            budget.take(self._special[i])
 
     def slowest(self, k: int = 5) -> list[tuple[int, float]]:
         """The `k` slowest samples as (index, milliseconds), slowest first (ties: the lower index)."""

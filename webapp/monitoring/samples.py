@@ -151,6 +151,9 @@ def load(run_dir: str, kind: str, step: int, entry: Entry) -> dict[str, Any]:
         "error": raw.get("error") or "; ".join(f"{k}: {v}" for k, v in errors.items()),
         "reference": raw.get("reference"), "reference_score": _num(raw.get("reference_score")),
         "win": _num(raw.get("win")),
+        # what each component's reward code printed for this sample (the rollout store's "reward_logs")
+        "reward_logs": {str(k): str(v) for k, v in (raw.get("reward_logs") or {}).items() if v}
+        if isinstance(raw.get("reward_logs"), dict) else {},
     }
 
 

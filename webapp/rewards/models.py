@@ -153,6 +153,11 @@ class RewardTestRun(models.Model):
         return sorted(lines)
 
     @property
+    def has_logs(self) -> bool:
+        """Whether the reward printed anything for some sample (the results then show a "Printed" column)."""
+        return any(r.get("log") for r in self.results)
+
+    @property
     def summary_rows(self) -> list[tuple[str, dict]]:
         rows = [("All", self.summary["all"])] if self.summary.get("all") else []
         for key in ("chosen", "rejected"):

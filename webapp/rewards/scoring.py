@@ -89,6 +89,7 @@ class Scored:
     error_lineno: int | None = None
     error_traceback: str = ""
     duration_ms: float = 0.0
+    load_log: str = ""
 
     @property
     def ok(self) -> bool:
@@ -123,7 +124,7 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
         with SandboxPool(source, name=entry_point, limits=limits or sandbox_limits(wall_s),
                          hidden_paths=sandbox_hidden_paths(), exact_timing=True,
                          size=int(settings.REWARD_TEST_RUN_WORKERS) or None) as sandbox:
-            out.isolation = sandbox.mode
+            out.isolation, out.load_log = sandbox.mode, sandbox.load_log
             report_at = time.monotonic() + PROGRESS_EVERY_S
             for res in sandbox.iter_scores([s.item for s in samples], deadline=deadline):
                 scored.append(res)
@@ -146,12 +147,15 @@ def score_samples(*, source: str, entry_point: str, mode: str, samples: list[sam
             "i": res.index, "row_index": sample.row_index, "role": sample.role,
             "prompt": sample_lib.clip(sample.prompt, 500), "solution": sample_lib.clip(sample.item["solution_str"]),
             "ground_truth": sample_lib.clip(sample.item["ground_truth"], 500),
-            "score": _reward(res), "extra": _clip_extra(res.extra or {}), "error": _error(res.error, wall_s),
+            "score": _reward(res), "log": res.log, "extra": _clip_extra(res.extra or {}),
+            "error": _error(res.error, wall_s),
             "traceback": (res.traceback or "")[-TRACEBACK_KEEP:] or None, "lineno": res.lineno,
             "duration_ms": round(res.duration_ms, 3),
             **({"stored_score": sample.meta["stored_score"]} if "stored_score" in sample.meta else {}),
         })
     out.summary = _summary(mode, out.results, out.duration_ms)
+    if out.load_log:
+        out.summary["load_log"] = out.load_log  # printed while the module loaded, before any sample
     return out
 
 

@@ -37,7 +37,8 @@ class RescoreSerializer(serializers.ModelSerializer):
 class RescoreSampleSerializer(serializers.ModelSerializer):
     class Meta:
         model = RescoreSample
-        fields = ["step", "row", "uid", "prompt", "response", "old_score", "new_score", "delta", "changed", "error"]
+        fields = ["step", "row", "uid", "prompt", "response", "old_score", "new_score", "delta", "changed", "error",
+                  "log"]
 
 
 class RescoreCreateSerializer(serializers.Serializer):

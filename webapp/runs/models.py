@@ -224,6 +224,7 @@ class RescoreSample(models.Model):
     delta = models.FloatField(null=True)
     changed = models.BooleanField(default=False)
     error = models.TextField(blank=True)
+    log = models.TextField(blank=True)  # what the new reward version printed for this sample (capped)
 
     class Meta:
         ordering = ["rescore", "step", "row"]

@@ -56,7 +56,7 @@ def test_local_backend_reward_cannot_read_another_projects_run_dir(tmp_path, oth
 def test_verl_reward_wrapper_cannot_read_another_projects_run_dir(other_projects_run_file):
     comp = FunctionComponent("peek", PEEK, "compute_score", {})
     try:
-        [(score, _, error)] = comp.score_batch([{"data_source": "x", "solution_str": "r",
+        [(score, _, error, _)] = comp.score_batch([{"data_source": "x", "solution_str": "r",
                                                  "ground_truth": str(other_projects_run_file), "extra_info": None}])
     finally:
         comp.close()

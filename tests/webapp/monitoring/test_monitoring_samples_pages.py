@@ -105,3 +105,21 @@ def test_tokens_view_colours_by_entropy_advantage_and_train_rollout_difference(m
     # an unknown colouring falls back to the KL view, never a 500
     assert 'aria-current="true">KL contribution' in get(c, job, kind="rollout", view="tokens", step=3,
                                                         offset=entries[0].offset, by="<script>")
+
+
+def test_a_sample_shows_what_each_reward_printed_beside_its_score(make_job, viewer, as_user):
+    import json
+    from pathlib import Path
+
+    job = make_job()
+    row = {"input": "1+1=", "output": "2", "gts": "2", "score": 1.0, "step": 5, "uid": "5:0", "sample_index": 0,
+           "components": {"exact": 1.0, "shape": 0.0}, "errors": {}, "extras": {}, "advantage": 0.0,
+           "reward_logs": {"exact": "compared <2> with 2\n"}}
+    path = Path(job.run_dir) / "samples" / "rollout" / "5.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps(row) + "\n")
+    sel._cache.clear()
+    body = get(as_user(viewer), job, kind="rollout", step=5)
+    facts = body[body.index('class="mon-facts"'):]
+    assert facts.index("reward <strong>") < facts.index("exact printed") < facts.index("compared &lt;2&gt; with 2")
+    assert "shape printed" not in body  # a component that printed nothing shows nothing

@@ -163,7 +163,8 @@ def _score_step(rescore: Rescore, reward: dict, step: int, done: int) -> tuple[l
         out.append(RescoreSample(rescore=rescore, step=step, row=i, uid=str(row.get("uid") or "")[:100],
                                  prompt=str(row.get("input", ""))[:KEEP_CHARS],
                                  response=str(row.get("output", ""))[:KEEP_CHARS], old_score=old, new_score=new,
-                                 delta=delta, changed=changed, error=(error or "")[:KEEP_CHARS]))
+                                 delta=delta, changed=changed, error=(error or "")[:KEEP_CHARS],
+                                 log=res.get("log") or ""))
     return out, ""
 
 
