@@ -107,9 +107,9 @@ def count_tasks(uid: int) -> int:
 
 
 def harness_source() -> str:
-    """The sandbox's program: the result helpers, then the harness that uses them (both stdlib-only)."""
+    """The sandbox's program: the result helpers, the harness's helpers, then the harness (all stdlib-only)."""
     here = Path(__file__).parent
-    return (here / "_child_values.py").read_text() + "\n\n" + (here / "_child.py").read_text()
+    return "\n\n".join((here / name).read_text() for name in ("_child_values.py", "_child_support.py", "_child.py"))
 
 
 def python_argv() -> list[str]:
