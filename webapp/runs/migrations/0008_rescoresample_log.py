@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0006_job_launch_token'),
+        ('runs', '0007_attached_runs'),
     ]
 
     operations = [
