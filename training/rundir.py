@@ -49,7 +49,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("samples/rollout/<step>.jsonl", "rollout store: each step's samples (training/rollouts.py), pruned by retention"),
     ("export/", "HF exports of checkpoints"),
     ("diagnostics/<id>.zip", "diagnostic bundles (webapp/monitoring/services/bundle.py), secrets scrubbed"),
-    ("human_evals/<id>/", "a scheduled human evaluation: prompts.jsonl (held out), pairs.jsonl (training.pairgen)"),
+    ("human_evals/<id>/", "a periodic human evaluation: spec.json, pairs.jsonl (training.arena), log.txt"),
     ("judges/<id>/", "an automatic judge: pairs.jsonl, judge.json, result.json (training.judges), log.txt"),
 )
 

@@ -48,9 +48,9 @@ def test_schedule_on_the_job_form(page, live_server, project, engineer, tmp_path
 
 def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_server, project, engineer, reviewer,
                                                                      shot, tmp_path):
+    from tests.webapp.monitoring.test_monitoring_periodic import as_generated
     from webapp.monitoring.models import BlindPair, BlindTask
     from webapp.monitoring.services import schedule_process
-    from webapp.monitoring.services.periodic import fill_scheduled
     from webapp.runs.models import Checkpoint
 
     reviewer.set_password(PASSWORD)
@@ -68,7 +68,8 @@ def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_
     val.write_text("".join(json.dumps({"prompt": f"{i}+{i}="}) + "\n" for i in range(6)))
     (task,) = schedule_process(job)  # what the job_synced hook does when checkpoint 20 appears
     assert (task.b_checkpoint.step, task.opponent) == (20, "step 10")
-    fill_scheduled(task, [{"prompt": f"{i}+{i}=", "a": f"new answer {i}", "b": f"old answer {i}"} for i in range(6)])
+    as_generated(task, [{"prompt": f"{i}+{i}=", "policy": f"new answer {i}", "other": f"old answer {i}"}
+                        for i in range(6)])
 
     login(page, live_server, reviewer.username, PASSWORD)
     page.goto(f"{live_server.url}/p/{project.slug}/monitor/human-evals/")

@@ -12,8 +12,8 @@ from webapp.monitoring import selectors
 from webapp.monitoring.hooks import after_sync
 from webapp.monitoring.models import BlindTask
 from webapp.monitoring.services import gap_check, schedule_process, verdict_record
-from webapp.monitoring.services.blind import left_side
-from webapp.monitoring.services.periodic import fill_scheduled, reviewers
+from webapp.monitoring.services.blind import left_side, new_pair
+from webapp.monitoring.services.periodic import open_assigned, reviewers
 from webapp.notifications.models import Delivery, Hook
 from webapp.runs.models import RunEvent
 
@@ -26,6 +26,18 @@ def sent(monkeypatch):
     monkeypatch.setattr("webapp.monitoring.services.periodic.enqueue",
                         lambda task, *args, queue="cpu": calls.append((task, *args)))
     return calls
+
+
+def as_generated(task, rows: list[dict]) -> BlindTask:
+    """What the worker leaves (services/generation.py): the pairs stored, side B the policy; then the task opens."""
+    from webapp.monitoring.models import BlindPair
+
+    BlindPair.objects.bulk_create([
+        new_pair(task, i, response_a=r["other"], response_b=r["policy"], prompt=r["prompt"], prompt_text=r["prompt"],
+                 ground_truth=r.get("ground_truth")) for i, r in enumerate(rows)])
+    BlindTask.objects.filter(pk=task.pk).update(status="succeeded", progress=1.0)
+    task.refresh_from_db()
+    return open_assigned(task)
 
 
 def scheduled_job(make_job, **schedule):
@@ -56,9 +68,9 @@ def test_every_second_checkpoint_gets_one_task_however_often_the_run_syncs(
                                                                                   (20, 10, "step 10")]
     assert all(t.status == "queued" and not t.is_open for t in tasks)
     assert sent == [(queue.PREPARE_HUMAN_EVAL, t.pk) for t in tasks]  # one generation each
-    prompts = (Path(job.run_dir) / "human_evals" / str(tasks[0].pk) / "prompts.jsonl").read_text().splitlines()
-    assert len(prompts) == 3 and json.loads(prompts[0])["prompt"] == "0+1="  # held out: the run's val split
-    assert json.loads(prompts[0])["ground_truth"] == "1" and tasks[0].prompts[0]["ground_truth"] == "1"
+    prompts = tasks[0].prompts
+    assert len(prompts) == 3 and prompts[0]["prompt"] == "0+1="  # held out: the run's val split
+    assert prompts[0]["ground_truth"] == "1"
 
 
 def test_no_schedule_no_tasks_and_against_base(make_job, checkpoint, sent, tiny_model_dir, project):
@@ -82,8 +94,8 @@ def test_filled_task_is_assigned_to_the_reviewers_and_notified(make_job, checkpo
     checkpoint(job, 5)
     (task,) = schedule_process(job)
     assert set(reviewers(project)) == {reviewer, reviewer2}  # reviewers, not the engineer
-    fill_scheduled(task, [{"prompt": "1+1=", "a": "2", "b": "3", "ground_truth": "2"},
-                          {"prompt": "2+2=", "a": "4", "b": "4"}])
+    as_generated(task, [{"prompt": "1+1=", "policy": "2", "other": "3", "ground_truth": "2"},
+                        {"prompt": "2+2=", "policy": "4", "other": "4"}])
     task.refresh_from_db()
     assert task.is_open and task.status == "succeeded" and task.pairs.count() == 2
     assert set(task.assignees.all()) == {reviewer, reviewer2} and not task.anyone_may_judge
@@ -102,7 +114,7 @@ def _judged_task(make_job, checkpoint, points, sent, reviewer, rewards, choice_f
     checkpoint(job, 10)
     schedule_process(job)
     task = BlindTask.objects.get(b_checkpoint__job=job, b_checkpoint__step=10)
-    fill_scheduled(task, [{"prompt": f"q{i}", "a": f"new {i}", "b": f"old {i}"} for i in range(10)])
+    as_generated(task, [{"prompt": f"q{i}", "policy": f"new {i}", "other": f"old {i}"} for i in range(10)])
     pairs = list(task.pairs.all())
     for pair in pairs:
         side = {"policy": "b", "other": "a"}.get(choice_for_policy)
@@ -192,7 +204,7 @@ def test_the_runs_reward_judges_a_scheduled_task_automatically(make_job, checkpo
     checkpoint(job, 5)
     (task,) = schedule_process(job)
     with django_capture_on_commit_callbacks(execute=True):
-        fill_scheduled(task, [{"prompt": "1+1=", "a": "2", "b": "3", "ground_truth": "2"}])
+        as_generated(task, [{"prompt": "1+1=", "policy": "2", "other": "3", "ground_truth": "2"}])
     (run,) = task.judge_runs.all()
     assert run.kind == "reward" and judged == [(queue.RUN_JUDGE, run.pk)]
 

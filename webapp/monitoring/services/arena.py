@@ -2,22 +2,16 @@
 (source "arena"); reviewers judge the pairs blind (services/blind.py); each decisive verdict can become a
 preference pair in a new dataset version (arena_export.py).
 
-Generation runs on a worker (`jobs.tasks.generate_arena`, sent by name) in a subprocess,
-`python -m training.arena`, which uses the one generation interface (training.generation). Prompts taken from a
-dataset keep what a reward needs to score their answers (ground truth, data source, extra info).
+Generation runs on a worker (`jobs.tasks.generate_arena`, sent by name), as for every blind task
+(services/generation.py). Prompts taken from a dataset keep what a reward needs to score their answers (ground
+truth, data source, extra info).
 """
 from __future__ import annotations
 
-import json
-import os
 import secrets
-import shutil
-import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -27,16 +21,13 @@ from webapp.core.queue import GENERATE_ARENA, enqueue
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
 from webapp.monitoring.models import BlindPair, BlindSource, BlindTask, EvaluationStatus
-from webapp.monitoring.services.blind import new_pair
-from webapp.monitoring.services.judges import blind_dir
-from webapp.monitoring.services.work import claim
+from webapp.monitoring.services.generation import GENERATION_TIMEOUT_S, generate
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind
 from webapp.runs.services.data import to_record
 
 MAX_PROMPTS = 500
 MAX_NEW_TOKENS = 4096
-ARENA_TIMEOUT_S = int(getattr(settings, "ARENA_TIMEOUT_S", 30 * 60))
 
 
 # --- sides and prompts -------------------------------------------------------------------------------------
@@ -125,15 +116,6 @@ def prompt_row(value: Any) -> dict[str, Any]:
             "extra_info": row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}}
 
 
-def prompt_text(prompt: Any) -> str:
-    if isinstance(prompt, str):
-        return prompt
-    if isinstance(prompt, list):
-        return "\n".join(f"{m.get('role', '')}: {m.get('content', '')}" if isinstance(m, dict) else str(m)
-                         for m in prompt)
-    return json.dumps(prompt)
-
-
 # --- create and generate -----------------------------------------------------------------------------------
 
 def arena_create(*, project, user, side_a: str, side_b: str, prompts: list, sampling: dict | None = None,
@@ -183,7 +165,7 @@ def _side_queue(side: dict) -> str:
 def is_stalled(arena: BlindTask) -> bool:
     """Queued or generating for longer than a generation may take: its worker is gone."""
     since = arena.started_at or arena.created_at
-    return arena.is_active and (timezone.now() - since).total_seconds() > ARENA_TIMEOUT_S + 120
+    return arena.is_active and (timezone.now() - since).total_seconds() > GENERATION_TIMEOUT_S + 120
 
 
 @transaction.atomic
@@ -203,73 +185,6 @@ def arena_retry(*, arena: BlindTask, user) -> BlindTask:
     return arena
 
 
-def arena_command(spec_file: Path, out_file: Path) -> list[str]:
-    from training.backends.base import python_executable
-
-    return [python_executable(), "-m", "training.arena", "--spec", str(spec_file), "--out", str(out_file)]
-
-
 def arena_generate(*, arena_id: int) -> BlindTask:
-    """Generate both sides (idempotent: the arena is claimed first); pairs are stored all at once at the end."""
-    from training.backends.base import REPO_ROOT
-
-    arena, claimed = claim(BlindTask, arena_id)
-    if not claimed:
-        return arena
-    work = blind_dir(arena)
-    work.mkdir(parents=True, exist_ok=True)
-    spec = {"sides": {k: {"path": v["path"], "base_model": v.get("base_model")} for k, v in arena.sides.items()},
-            "prompts": [r["prompt"] for r in arena.prompts], "sampling": arena.sampling, "seed": arena.seed}
-    (work / "spec.json").write_text(json.dumps(spec))
-    out = work / "pairs.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH")] if p),
-           "PYTHONUNBUFFERED": "1"}
-    error, engine, lines = "", "", []
-    log = work / "log.txt"
-    try:
-        with open(log, "w") as err:  # a file, not a pipe: a chatty stderr must not block the child
-            proc = subprocess.Popen(arena_command(work / "spec.json", out), cwd=str(REPO_ROOT), env=env,
-                                    stdout=subprocess.PIPE, stderr=err, text=True)
-            assert proc.stdout is not None
-            timed_out: list[bool] = []
-            watchdog = threading.Timer(ARENA_TIMEOUT_S, lambda: (timed_out.append(True), proc.kill()))
-            watchdog.start()
-            for line in proc.stdout:
-                msg = _json(line)
-                if "progress" in msg:
-                    BlindTask.objects.filter(pk=arena.pk).update(progress=float(msg["progress"]))
-                engine = msg.get("engine", engine)
-            code = proc.wait()
-            watchdog.cancel()
-        if timed_out:
-            error = f"The generation took longer than {ARENA_TIMEOUT_S} s and was stopped."
-        elif code != 0:
-            error = ([ln for ln in log.read_text().splitlines() if ln.strip()] or [f"exit {code}"])[-1]
-        else:
-            lines = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
-    except (OSError, ValueError) as exc:
-        error = f"The generation stopped: {exc}"
-    arena.finished_at = timezone.now()
-    if error or len(lines) != len(arena.prompts):
-        arena.status, arena.error = EvaluationStatus.FAILED, (error or "The generator wrote too few pairs.")[:2000]
-        arena.save()
-        return arena
-    with transaction.atomic():
-        BlindPair.objects.bulk_create([
-            new_pair(arena, i, response_a=r["a"]["text"], response_b=r["b"]["text"], prompt=row["prompt"],
-                     prompt_text=prompt_text(row["prompt"]), truncated_a=bool(r["a"]["truncated"]),
-                     truncated_b=bool(r["b"]["truncated"]), seed=int(r["seed"]), ground_truth=row["ground_truth"],
-                     data_source=row["data_source"], extra_info=row["extra_info"])
-            for i, (r, row) in enumerate(zip(lines, arena.prompts, strict=True))])
-        arena.status, arena.progress, arena.engine = EvaluationStatus.SUCCEEDED, 1.0, engine[:16]
-        arena.save()
-    shutil.rmtree(work, ignore_errors=True)
-    return arena
-
-
-def _json(line: str) -> dict:
-    try:
-        value = json.loads(line)
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
+    """Generate both sides on a worker (services/generation.py; idempotent)."""
+    return generate(task_id=arena_id)[0]

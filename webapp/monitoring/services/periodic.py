@@ -3,36 +3,32 @@ previous evaluated checkpoint or the base model, side A, on held-out prompts), a
 
 The schedule is the job's config["human_eval"] (services/gap.py reads it). `schedule_process(job)` runs after
 every sync (hooks.py) and is idempotent: one periodic task per checkpoint (a unique constraint), however often
-it runs. A worker generates both sides (`python -m training.pairgen`, same sampling for both) and opens the task.
+it runs. A worker generates both sides as for every blind task (services/generation.py: the same sampling for
+both, greedy) and opens the task, assigned.
 The reward-vs-human gap is checked when the task closes (services/gap.py).
 """
 from __future__ import annotations
 
 import logging
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from training.rundir import RunDir, read_jsonl, write_jsonl
+from training.rundir import RunDir, read_jsonl
 from webapp.core.models import ROLE_RANK, Membership, Role
 from webapp.core.queue import PREPARE_HUMAN_EVAL, enqueue
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetRow
 from webapp.monitoring.models import BlindSource, BlindTask, EvaluationStatus
-from webapp.monitoring.services.blind import new_pair
 from webapp.monitoring.services.gap import schedule_of
+from webapp.monitoring.services.generation import generate
 from webapp.monitoring.services.judges import judge_request
-from webapp.monitoring.services.work import claim
 from webapp.notifications.services import notify
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, RunEvent
 
 logger = logging.getLogger(__name__)
-PAIRGEN_TIMEOUT_S = int(getattr(settings, "PAIRGEN_TIMEOUT_S", 25 * 60))
 
 
 def reviewers(project) -> list:
@@ -50,10 +46,15 @@ def _opponent(job: Job, ckpts: list[Checkpoint], k: int, sched: dict) -> dict[st
         for earlier in ([ckpts[back]] if back >= 0 else []) + [ckpts[j] for j in range(k - 1, -1, -1)]:
             if earlier.status == CheckpointStatus.AVAILABLE and Path(earlier.path).is_dir():
                 return {"kind": "checkpoint", "label": f"step {earlier.step}", "checkpoint": earlier.pk,
-                        "job": job.pk, "step": earlier.step, "path": earlier.path}
+                        "job": job.pk, "step": earlier.step, "path": earlier.path, "base_model": _base_path(job)}
     base = job.base_model if job.base_model_id else None
     return {"kind": "model", "label": "base model", "model": base.pk if base else None, "step": 0,
-            "path": base.path if base and base.path else "", "base_model_name": base.name if base else ""}
+            "path": _base_path(job), "base_model": None, "base_model_name": base.name if base else ""}
+
+
+def _base_path(job: Job) -> str | None:
+    """The run's base model folder: a checkpoint's tokenizer (and a LoRA adapter's base)."""
+    return job.base_model.path if job.base_model_id and job.base_model.path else None
 
 
 def _held_out_rows(job: Job, sched: dict) -> tuple[str, list[dict]]:
@@ -98,19 +99,18 @@ def _open_scheduled(job: Job, ckpt: Checkpoint, ckpts: list[Checkpoint], k: int,
     a = _opponent(job, ckpts, k, sched)
     origin, rows = _held_out_rows(job, sched)
     b = {"kind": "checkpoint", "label": f"step {ckpt.step}", "checkpoint": ckpt.pk, "job": job.pk, "step": ckpt.step,
-         "path": ckpt.path}
+         "path": ckpt.path, "base_model": _base_path(job)}
     with transaction.atomic():
         task = BlindTask.objects.create(
             project=job.project, source=BlindSource.PERIODIC, sides={"a": a, "b": b}, b_checkpoint=ckpt,
             a_checkpoint_id=a.get("checkpoint"), a_model_id=a.get("model"), origin=origin, prompts=rows,
             sampling={"max_new_tokens": int(sched.get("max_new_tokens") or 64), "temperature": 0.0, "top_p": 1.0},
             is_open=False, title=f"Run #{job.pk} {job.name} · step {ckpt.step} vs {a['label']}")
-        if not rows or not a["path"]:
+        if not rows or not a["path"]:  # nothing to generate: failed at once, with the reason
             task.status, task.finished_at = EvaluationStatus.FAILED, timezone.now()
             task.error = ("No held-out prompts: " + origin) if not rows else "No opponent model on disk."
             task.save(update_fields=["status", "error", "finished_at", "updated_at"])
         else:
-            write_jsonl(RunDir(job.run_dir).human_eval(task.pk) / "prompts.jsonl", rows)
             transaction.on_commit(lambda: enqueue(PREPARE_HUMAN_EVAL, task.pk, queue=job.queue or "cpu"))
         RunEvent.objects.create(job=job, kind="human_eval", step=ckpt.step,
                                 message=f"Scheduled human evaluation of step {ckpt.step} vs {a['label']} "
@@ -118,72 +118,20 @@ def _open_scheduled(job: Job, ckpt: Checkpoint, ckpts: list[Checkpoint], k: int,
     return task
 
 
-def pairgen_command(task: BlindTask, folder: Path) -> list[str]:
-    from training.backends.base import python_executable
-
-    job = task.b_checkpoint.job
-    cmd = [python_executable(), "-m", "training.pairgen", "--prompts", str(folder / "prompts.jsonl"),
-           "--policy", task.sides["b"]["path"], "--opponent", task.sides["a"]["path"],
-           "--out", str(folder / "pairs.jsonl"), "--seed", str(task.seed),
-           "--max-new-tokens", str(int(task.sampling.get("max_new_tokens") or 64))]
-    if job.base_model_id and job.base_model.path:
-        cmd += ["--base-model", job.base_model.path]
-    return cmd
-
-
-def _failed(task: BlindTask, error: str) -> BlindTask:
-    task.status, task.error, task.finished_at = EvaluationStatus.FAILED, error[:2000], timezone.now()
-    task.save(update_fields=["status", "error", "finished_at", "updated_at"])
+def human_eval_prepare(*, task_id: int) -> BlindTask:
+    """Generate both sides of a periodic task (services/generation.py), then open and assign it (once)."""
+    task, generated = generate(task_id=task_id)
+    if generated and task.status == EvaluationStatus.SUCCEEDED:
+        return open_assigned(task)
     return task
 
 
-def human_eval_prepare(*, task_id: int) -> BlindTask:
-    """Generate both sides of a periodic task, store its pairs, open it and assign it (claimed once)."""
-    from training.backends.base import REPO_ROOT
-
-    task, claimed = claim(BlindTask, task_id, "b_checkpoint__job__base_model", "project")
-    if not claimed:
-        return task  # already done, or another worker has it
-    if task.b_checkpoint_id is None:
-        return _failed(task, "The checkpoint under evaluation is gone.")
-    folder = RunDir(task.b_checkpoint.job.run_dir).human_eval(task.pk)
-    if not task.sides["a"].get("path") or not Path(task.sides["a"]["path"]).is_dir():
-        return _failed(task, f"The opponent ({task.opponent}) is no longer on disk.")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(REPO_ROOT), os.environ.get("PYTHONPATH")]
-                                                      if p), "PYTHONUNBUFFERED": "1"}
-    error = ""
-    try:
-        proc = subprocess.run(pairgen_command(task, folder), cwd=str(REPO_ROOT), env=env,
-                              capture_output=True, text=True, timeout=PAIRGEN_TIMEOUT_S)
-        (folder / "log.txt").write_text(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            error = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
-    except subprocess.TimeoutExpired:
-        error = f"Generating the responses took longer than {PAIRGEN_TIMEOUT_S} s and was stopped."
-    pairs = [] if error else read_jsonl(folder / "pairs.jsonl")
-    if not error and not pairs:
-        error = "The generator wrote no pairs."
-    if error:
-        return _failed(task, error)
-    return fill_scheduled(task, pairs)
-
-
 @transaction.atomic
-def fill_scheduled(task: BlindTask, pairs: list[dict]) -> BlindTask:
-    """Pairs from pairgen's output ({"prompt", "a": the policy's response, "b": the opponent's, ...}: side B is
-    the policy here); opens and assigns the task, and queues the run's reward (when it has one) as an automatic
-    judge of the same pairs."""
-    task.pairs.all().delete()
-    task.pairs.model.objects.bulk_create([
-        new_pair(task, i, response_a=str(p.get("b") or ""), response_b=str(p.get("a") or ""),
-                 prompt=p.get("prompt"), prompt_text=str(p.get("prompt") or ""), seed=p.get("seed"),
-                 truncated_a=bool((p.get("truncated") or {}).get("b")),
-                 truncated_b=bool((p.get("truncated") or {}).get("a")), ground_truth=p.get("ground_truth"),
-                 data_source=str(p.get("data_source") or ""), extra_info=p.get("extra_info") or {})
-        for i, p in enumerate(pairs)])
-    task.status, task.is_open, task.progress, task.finished_at = EvaluationStatus.SUCCEEDED, True, 1.0, timezone.now()
-    task.anyone_may_judge = False
-    task.save(update_fields=["status", "is_open", "progress", "finished_at", "anyone_may_judge", "updated_at"])
+def open_assigned(task: BlindTask) -> BlindTask:
+    """Open a generated periodic task to the project's reviewers (only they may judge it), notify them, and queue
+    the run's reward (when it has one) as an automatic judge of the same pairs."""
+    task.is_open, task.anyone_may_judge = True, False
+    task.save(update_fields=["is_open", "anyone_may_judge", "updated_at"])
     people = reviewers(task.project)
     task.assignees.set(people)
     job = task.b_checkpoint.job
@@ -196,7 +144,7 @@ def fill_scheduled(task: BlindTask, pairs: list[dict]) -> BlindTask:
     step = task.b_checkpoint.step
     notify(task.project, "human_eval.assigned", job=job,
            message=f"Blind human evaluation #{task.pk} of step {step} vs {task.opponent} "
-                   f"({len(pairs)} pairs) is open for: {names}",
+                   f"({task.pairs.count()} pairs) is open for: {names}",
            data={"task": task.pk, "step": step, "reviewers": [u.username for u in people],
                  "url": f"/p/{task.project.slug}/monitor/blind/{task.pk}/judge/"})
     return task
