@@ -96,3 +96,26 @@ def test_without_py_spy_the_trainer_dumps_itself_on_a_signal(hung, monkeypatch):
     assert diagnostics.saved_stacks(adir) == []  # the faulthandler file is not a kept dump
     unregistered = hung(register=False)
     assert "registered no faulthandler" in diagnostics.dump_stacks(unregistered, timeout_s=10)
+
+
+def test_ray_workers_are_found_by_the_attempts_private_ray_dir(tmp_path):
+    """A raylet starts its workers with its own environment: they carry no attempt marker, but every one of them
+    names the attempt's private Ray temp dir (launch.json's scratch_dirs) on its command line."""
+    import json
+
+    adir = tmp_path / "attempts" / "1"
+    adir.mkdir(parents=True)
+    ray_dir = tmp_path / "rlhf-ray-abc123"
+    (adir / "launch.json").write_text(json.dumps({"argv": ["true"], "scratch_dirs": [str(ray_dir)]}))
+    env = {k: v for k, v in os.environ.items() if k != ATTEMPT_ENV}
+    worker = subprocess.Popen([sys.executable, "-c", "import sys, time\ndef ray_worker_main_loop():\n"
+                               "    print('ready', flush=True); time.sleep(120)\nray_worker_main_loop()",
+                               f"--temp-dir={ray_dir}"], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert worker.stdout.readline().strip() == "ready"
+        assert worker.pid in diagnostics.attempt_pids(adir)
+        text = diagnostics.dump_stacks(adir, timeout_s=30)
+        assert "ray_worker_main_loop" in text and f"pid {worker.pid}" in text
+    finally:
+        worker.kill()
+        worker.wait()

@@ -101,6 +101,17 @@ def test_a_verl_run_is_followed_live_read_only_and_rolled_back_into_an_app_run(
     assert f"trainer.resume_from_path={ckpt_dir.resolve()}" in launch["argv"]
     assert run.snapshot() == before
 
+    # its diagnostic bundle carries the external Hydra config and the followed curves
+    import zipfile
+
+    from webapp.monitoring.services.bundle import build_bundle
+
+    with zipfile.ZipFile(build_bundle(job, name="attached").path) as zf:
+        assert "adv_estimator: grpo" in zf.read("attached/hydra/config.yaml").decode()
+        assert [line.split(",")[0] for line in zf.read("metrics.csv").decode().splitlines()[1:]] == list("12345")
+        assert json.loads(zf.read("attached.json"))["layout"]["format"] == "verl"
+    assert run.snapshot() == before
+
     attach.stop_following(job=job, user=engineer)
     job.refresh_from_db()
     assert job.state == JobState.SUCCEEDED and sync_job(job) == []

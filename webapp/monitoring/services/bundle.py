@@ -203,6 +203,12 @@ def _spec_and_config(z: _Zip, job: Job, run: RunDir) -> None:
     z.json("config/settings.json", {"kind": job.kind, "backend": job.backend, "preset": job.preset,
                                     "config": job.config, "reward_spec": job.reward_spec})
     z.json("versions.json", {"packages": package_versions(), "app": app_version(), "host": os.uname().nodename})
+    if job.is_attached:  # launched outside the app: where it lives, what was found, and its own Hydra config
+        root, layout = Path(job.attached_dir), (job.attached or {}).get("layout") or {}
+        z.json("attached.json", {"folder": str(root), "layout": layout})
+        hydra = root / layout["hydra"] if layout.get("hydra") else None
+        if hydra is not None and hydra.resolve().is_relative_to(root):
+            z.file("attached/hydra/config.yaml", hydra)
 
 
 def _attempts(z: _Zip, run: RunDir) -> None:
