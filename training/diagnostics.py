@@ -30,13 +30,16 @@ PACKAGES = ("python", "torch", "transformers", "verl", "vllm", "sglang", "ray", 
             "flash-attn", "trl", "numpy", "django", "celery")
 DUMP_SIGNAL = signal.SIGUSR2
 REDACTED = "[redacted]"
-# Environment or setting names whose values are secrets.
-SECRET_NAME = re.compile(r"SECRET|PASSW|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE|CREDENTIAL|AUTH|COOKIE|SESSION|SIGNATURE"
-                         r"|_KEY$|^KEY$|DSN$", re.I)
+# Environment or setting names whose values are secrets: a secret word standing as a word of the name
+# (HF_TOKEN, DB_PASSWORD, WANDB_API_KEY; not TOKENIZERS_PARALLELISM, max_tokens or data.prompt_key).
+SECRET_NAME = re.compile(r"(?<![A-Za-z])(?:SECRET|PASSWORD|PASSWD|PASS|PWD|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"
+                         r"|PRIVATE|CREDENTIALS?|AUTH|AUTHORIZATION|COOKIE|SESSION|SESSIONID|SIGNATURE|DSN)"
+                         r"(?![A-Za-z])|^KEY$", re.I)
 _URL_USERINFO = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^/\s:@'\"]*):[^@\s/'\"]+@", re.I)
-_ASSIGNED = re.compile(r"""(?P<name>[A-Za-z0-9_.-]*(?:SECRET|PASSW(?:OR)?D?|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY"""
-                       r"""|CREDENTIAL|SIGNATURE|_KEY)[A-Za-z0-9_.-]*)(?P<sep>['"]?\s*[=:]\s*['"]?)(?P<value>[^\s'",;}]+)""",
-                       re.I)
+# `NAME=value` / `NAME: value` in text, where the name ends with a secret word.
+_ASSIGNED = re.compile(r"(?P<name>[A-Za-z0-9_.-]*?(?<![A-Za-z])(?:SECRET|SECRET_KEY|PASSWORD|PASSWD|PWD|TOKEN|API_?KEY"
+                       r"|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIALS?|SIGNATURE))(?P<sep>['\"]?\s*[=:]\s*['\"]?)"
+                       r"(?P<value>[^\s'\",;}]+)", re.I)
 _AUTH_HEADER = re.compile(r"(Authorization\s*[:=]\s*['\"]?(?:Token|Bearer|Basic)\s+)([^\s'\"]+)", re.I)
 
 

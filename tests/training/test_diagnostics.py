@@ -41,6 +41,11 @@ def test_scrubber_removes_known_values_url_credentials_assignments_and_auth_head
                  "nested": {"password": "p", "ok": 1}})
     assert env["HF_TOKEN"] == env["AWS_SECRET_ACCESS_KEY"] == REDACTED and env["PATH"] == "/usr/bin"
     assert env["DATABASE_URL"] == f"postgres://a:{REDACTED}@h/d" and env["nested"] == {"password": REDACTED, "ok": 1}
+    # settings that only look like secrets stay readable: a bundle must still show the configuration
+    harmless = {"TOKENIZERS_PARALLELISM": "false", "data.prompt_key": "prompt", "max_tokens": 5}
+    assert s.env(harmless) == harmless
+    assert s.text("TOKENIZERS_PARALLELISM=false max_tokens=5 prompt_key: prompt") == \
+        "TOKENIZERS_PARALLELISM=false max_tokens=5 prompt_key: prompt"
     from_env = Scrubber.from_environment(env={"MY_API_KEY": "planted-api-key-77", "HOME": "/root"})
     assert from_env.text("key planted-api-key-77 home /root") == f"key {REDACTED} home /root"
 
