@@ -162,6 +162,19 @@ def test_a_trl_runs_completion_tables_become_the_rollout_store(ext_root, project
     assert _points(job, "reward/accuracy_reward/mean") == {1: 0.75, 2: 0.75}  # derived from the tables
     assert _points(job, "critic/zero_variance_group_share") == {1: 0.5, 2: 0.5}
     assert not Checkpoint.objects.filter(job=job).exists()
+    # imported for re-scoring: TRL's completions scored again by a reward written here, in the sandbox
+    from webapp.rewards.services import reward_function_create
+    from webapp.runs.models import RescoreSample
+    from webapp.runs.services.rescore import rescore_create, rescore_execute
+
+    says_seven = reward_function_create(project=project, user=engineer, name="says-seven", source=(
+        "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
+        "    return float(solution_str.strip().endswith('7'))\n"))
+    rescore = rescore_create(job=job, user=engineer, version=says_seven.latest_version, queue=False)
+    rescore = rescore_execute(rescore_id=rescore.pk)
+    assert rescore.state == "succeeded" and rescore.done_count == 8, rescore.error
+    got = {(r.step, r.row): (r.old_score, r.new_score) for r in RescoreSample.objects.filter(rescore=rescore)}
+    assert got[(2, 2)] == (0.0, 0.0) and got[(2, 3)] == (1.0, 1.0) and got[(1, 0)] == (1.0, 0.0)
 
 
 def test_attach_through_the_api_the_cli_and_the_page(ext_root, project, engineer, viewer, api_for, as_user):
