@@ -15,6 +15,7 @@ from training.diagnostics import register_faulthandler
 from training.local.common import MetricsLogger, seed_everything, set_threads
 from training.local.config import Job, JobError, load_job
 from training.reward_client import RewardConfigError, RewardScorer
+from training.sandbox import SandboxUnavailable
 
 
 def _scorer(job: Job, device: str) -> RewardScorer | None:
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     register_faulthandler()  # a stack dump on SIGUSR2 when a stall is detected and py-spy is missing
     try:
         run_job(args.run_dir)
-    except (JobError, RewardConfigError, FileNotFoundError) as exc:
+    except (JobError, RewardConfigError, SandboxUnavailable, FileNotFoundError) as exc:  # said in one line
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
     return 0

@@ -1,6 +1,8 @@
 """A re-score keeps what the new reward version printed for each sample, shown beside its new score."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.webapp.demo_run import train_demo_job
@@ -37,3 +39,22 @@ def test_a_rescore_keeps_each_samples_printed_output(project, engineer, viewer, 
     assert 'class="reward-log"><summary>printed</summary><pre>right: ' in html
     api = api_for(viewer).get(f"/api/projects/{project.slug}/jobs/{job.pk}/rescores/{rescore.pk}/").json()
     assert any(s["log"].startswith("right: ") for s in api["samples"])
+
+
+def test_a_rescore_where_the_sandbox_cannot_isolate_fails_and_says_why(project, engineer, tiny_model_dir, no_enqueue,
+                                                                       fake_supervisor, broken_bwrap, monkeypatch):
+    from training.sandbox import isolation
+
+    broken_path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", "/usr/local/bin:/usr/bin:/bin")  # the run trained where bubblewrap worked
+    isolation.forget_probe()
+    job = train_demo_job(project, engineer, tiny_model_dir)
+    fn = RewardFunction.objects.get(project=project, name="exact-match")
+    version = reward_version_save(function=fn, user=engineer, source=TALKATIVE, message="talks").version
+    monkeypatch.setenv("PATH", broken_path)  # now it does not
+    isolation.forget_probe()
+    rescore = service.rescore_create(job=job, user=engineer, version=version, steps=[2], component="", queue=False)
+    service.rescore_execute(rescore_id=rescore.pk)
+    rescore = Rescore.objects.get(pk=rescore.pk)
+    assert rescore.state == "failed" and "Reward code was not run" in rescore.error
+    assert "apt-get install bubblewrap" in rescore.error and not rescore.samples.exists()
