@@ -88,7 +88,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     hp = _hp(job.hp)
     # torch and transformers only now: a refused request answers fast
     from training.local.common import seed_everything
-    from training.local.data import check_prompt_lengths
+    from training.local.data import fit_prompts
     from training.local.data import read_jsonl as read_rows
     from training.local.validation import needs_base_references, reference_texts, validate_generation
     from training.models import resolve_device
@@ -101,7 +101,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     rows = read_rows(val_path)[:limit] if limit else read_rows(val_path)
     try:  # the one generation interface: vLLM on a GPU worker that has it, else transformers; greedy
         with load_generator(ckpt, engine=engine, device=dev, dtype=dtype, base_model=base_model) as policy:
-            prompts = check_prompt_lengths(rows, policy.tok, hp.max_prompt_length, val_path.name)
+            rows, prompts = fit_prompts(rows, policy.tok, hp.max_prompt_length, val_path.name)
             responses = _greedy(policy, prompts, hp.max_response_length)
         base_responses = None
         if needs_base_references(rows):  # no dataset reference: the base model's own reply is the reference

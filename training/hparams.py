@@ -221,8 +221,12 @@ SETTINGS: tuple[Setting, ...] = (
     S(key="seed", type="int", default=1, label="Seed", group="Optimisation", low=0, high=2**31 - 1,
       verl=Verl(("data.seed", f"{ROLLOUT}.seed"))),
     S(key="max_prompt_length", type="int", default=512, label="Max prompt length (tokens)", group="Lengths",
-      help="Prompts longer than this are refused before launch.", low=1, high=MAX_TOKENS,
+      help="Longer prompts are left out of training on both backends; the launch review counts them with the "
+      "model's tokenizer, and refuses a launch in which every prompt is longer.", low=1, high=MAX_TOKENS,
       verl=Verl(("data.max_prompt_length",))),
+    S(key="overlong_prompt_warn", type="float", default=0.05, label="Warn above this share of too-long prompts",
+      group="Lengths", help="The launch review warns when more prompts than this share (0–1) are longer than the "
+      "max prompt length.", low=0, high=1, app=True),
     S(key="max_response_length", type="int", default=1536, label="Max response length (tokens)", group="Lengths",
       low=1, high=MAX_TOKENS, verl=Verl(("data.max_response_length",))),
     S(key="max_seq_len", type="int", default=2048, label="Max sequence length (tokens)", group="Lengths",

@@ -40,7 +40,7 @@ from training.presets import PRESETS
 from training.stall import StallConfig, StallConfigError
 
 __all__ = ["BACKENDS", "BY_FORM_NAME", "BY_KEY", "KINDS", "PRESETS", "SETTINGS", "Setting", "base_config",
-           "check_prompt_length", "coerce", "flatten_overrides", "get_value", "job_spec_preview", "parse_set_args",
+           "coerce", "flatten_overrides", "get_value", "job_spec_preview", "parse_set_args",
            "resolve_config", "settings_for", "to_yaml"]
 
 KL_RECOMMENDED = (0.01, 0.05)
@@ -147,9 +147,9 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
     `base` (a job's stored config) replaces the preset as the starting point: resume, rollback and
     clone keep the job's settings plus the given edits.
     `context` carries facts about the job's inputs (all optional): has_reward, has_teacher,
-    dataset_kind ("prompts" | "preference"), n_train_rows, n_val_rows,
-    longest_prompt = {"length", "unit": "tokens" | "characters", "where"}, model_is_hub,
-    model_context_length (the base model's max_position_embeddings).
+    dataset_kind ("prompts" | "preference"), n_train_rows, n_val_rows, model_is_hub,
+    model_context_length (the base model's max_position_embeddings). How the prompts fit the lengths is
+    the launch's length pre-flight (training/length_preflight.py).
     """
     errors: dict[str, str] = {}
     warnings: dict[str, str] = {}
@@ -385,8 +385,6 @@ def _check_context(kind: str, backend: str, config: dict, ctx: dict, errors: dic
                                       f"the trainer lowers it to {n_train} (one step per epoch).")
     if backend == "verl" and ctx.get("n_val_rows") == 0:
         _err(errors, "dataset_version", "VERL needs validation rows: this dataset version has none.")
-    if ctx.get("longest_prompt"):
-        check_prompt_length(hp, ctx["longest_prompt"], errors, warnings)
     limit = ctx.get("model_context_length")
     if limit and "max_seq_len" not in errors and hp["max_seq_len"] > limit:
         _err(errors, "max_seq_len", f"Max sequence length {hp['max_seq_len']} is longer than the model's context "
@@ -397,20 +395,6 @@ def _check_context(kind: str, backend: str, config: dict, ctx: dict, errors: dic
                                        "backend runs offline from a registered folder.")
         else:
             warnings["base_model"] = "This is a hub id: only GPU workers with hub access can load it."
-
-
-def check_prompt_length(hp: dict, longest: dict | None, errors: dict, warnings: dict) -> None:
-    """Refuse a prompt longer than max_prompt_length (tokens); only warn when counted in characters."""
-    if not longest or "max_prompt_length" in errors:
-        return
-    length, unit, where = longest["length"], longest.get("unit", "tokens"), longest.get("where", "a row")
-    if length > hp["max_prompt_length"]:
-        message = (f"The longest prompt ({where}) is {length} {unit}, longer than the max prompt length "
-                   f"{hp['max_prompt_length']}.")
-        if unit == "tokens":
-            _err(errors, "max_prompt_length", message + " Raise it, or remove the row.")
-        else:
-            warnings["max_prompt_length"] = message + " (Counted in characters: no local tokenizer.)"
 
 
 def job_spec_preview(kind: str, backend: str, config: dict, **extra: Any) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import torch
 
 from training import parquet, wordproblems
 from training.local.common import encode_prompts
-from training.local.data import check_prompt_lengths
+from training.local.data import fit_prompts
 from training.models import load_model_and_tokenizer, load_tokenizer
 
 
@@ -60,7 +60,7 @@ def _verl_prompt_ids(model_dir, rows, tmp_path) -> list[list[int]]:
 def _local_prompt_ids(model_dir, rows) -> list[list[int]]:
     """What the local trainer feeds the model: GRPOTrainer's rendering, then its left-padded batch."""
     tok = load_tokenizer(model_dir)
-    enc = encode_prompts(tok, check_prompt_lengths(rows, tok, 512, "train.jsonl"), torch.device("cpu"))
+    enc = encode_prompts(tok, fit_prompts(rows, tok, 512, "train.jsonl")[1], torch.device("cpu"))
     return [ids[mask.bool()].tolist() for ids, mask in zip(enc["input_ids"], enc["attention_mask"], strict=True)]
 
 

@@ -49,16 +49,26 @@ def render_response(response: Any) -> str:
     raise JobError(f"response must be a string or a list of messages, got {type(response).__name__}")
 
 
-def check_prompt_lengths(rows: list[dict], tokenizer, max_len: int, file: str) -> list[str]:
-    """Render every prompt and refuse any longer than `max_len` tokens."""
-    texts = []
+def fit_prompts(rows: list[dict], tokenizer, max_len: int, file: str) -> tuple[list[dict], list[str]]:
+    """Render every prompt and leave out those longer than `max_len` tokens, as VERL's
+    `data.filter_overlong_prompts` does (the launch review counted them: training/length_preflight.py).
+    Returns the kept rows and their texts; refuses a file in which no prompt fits."""
+    kept, texts, over = [], [], []
     for i, row in enumerate(rows, 1):
         text = render_prompt(row.get("prompt"), tokenizer)
         n = len(tokenizer(text, add_special_tokens=False).input_ids)
         if n > max_len:
-            raise JobError(f"{file} row {i}: prompt is {n} tokens, longer than hp.max_prompt_length={max_len}")
+            over.append((i, n))
+            continue
+        kept.append(row)
         texts.append(text)
-    return texts
+    if over and not kept:
+        raise JobError(f"{file}: every prompt is longer than hp.max_prompt_length={max_len} "
+                       f"(row {over[0][0]}: {over[0][1]} tokens)")
+    if over:
+        print(f"note: {file}: left out {len(over)} of {len(rows)} prompts longer than "
+              f"hp.max_prompt_length={max_len} (row {over[0][0]}: {over[0][1]} tokens)", flush=True)
+    return kept, texts
 
 
 class EpochSampler:

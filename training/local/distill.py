@@ -13,7 +13,7 @@ import torch
 
 from training.local.common import position_ids, rollout
 from training.local.config import Job, JobError
-from training.local.data import check_prompt_lengths, read_jsonl, render_response
+from training.local.data import fit_prompts, read_jsonl, render_response
 from training.local.loop import Runtime, make_optimizer, optimizer_step
 from training.local.validation import greedy_responses, needs_base_references, reference_texts, validate_generation
 from training.reward_client import RewardScorer
@@ -59,11 +59,11 @@ class DistillTrainer:
         if t_tok.get_vocab() != self.tok.get_vocab():
             raise JobError("teacher and student tokenizers differ: distillation needs the same vocabulary")
         self.optimizer, self.scheduler = make_optimizer(self.model, self.hp)
-        self.rows = read_jsonl(job.train_path)
-        self.prompts = check_prompt_lengths(self.rows, self.tok, self.hp.max_prompt_length, job.train_path.name)
-        self.val_rows = read_jsonl(job.val_path)[: self.hp.val_max_rows] if job.val_path else []
-        self.val_prompts = check_prompt_lengths(self.val_rows, self.tok, self.hp.max_prompt_length,
-                                                job.val_path.name) if self.val_rows else []
+        self.rows, self.prompts = fit_prompts(read_jsonl(job.train_path), self.tok, self.hp.max_prompt_length,
+                                              job.train_path.name)
+        val_rows = read_jsonl(job.val_path)[: self.hp.val_max_rows] if job.val_path else []
+        self.val_rows, self.val_prompts = fit_prompts(val_rows, self.tok, self.hp.max_prompt_length,
+                                                      job.val_path.name) if val_rows else ([], [])
         self._val_refs: list | None = None
         self._val_teacher: list[str] | None = None
 

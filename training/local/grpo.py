@@ -18,7 +18,7 @@ import torch
 from training import guard_rules, rollouts
 from training.local.common import Rollout, masked_mean, rollout, token_logprobs
 from training.local.config import Job
-from training.local.data import check_prompt_lengths, read_jsonl
+from training.local.data import fit_prompts, read_jsonl
 from training.local.grpo_rows import rollout_rows
 from training.local.loop import Runtime, make_optimizer, optimizer_step
 from training.local.token_stats import probs_diff_metrics
@@ -97,11 +97,11 @@ class GRPOTrainer:
         self.lora = job.lora_rank > 0
         self.ref = None if self.lora else self.rt.load_frozen(job.model_path)[0]
         self.optimizer, self.scheduler = make_optimizer(self.model, self.hp)
-        self.rows = read_jsonl(job.train_path)
-        self.prompts = check_prompt_lengths(self.rows, self.tok, self.hp.max_prompt_length, job.train_path.name)
-        self.val_rows = read_jsonl(job.val_path)[: self.hp.val_max_rows] if job.val_path else []
-        self.val_prompts = check_prompt_lengths(self.val_rows, self.tok, self.hp.max_prompt_length,
-                                                job.val_path.name) if self.val_rows else []
+        self.rows, self.prompts = fit_prompts(read_jsonl(job.train_path), self.tok, self.hp.max_prompt_length,
+                                              job.train_path.name)
+        val_rows = read_jsonl(job.val_path)[: self.hp.val_max_rows] if job.val_path else []
+        self.val_rows, self.val_prompts = fit_prompts(val_rows, self.tok, self.hp.max_prompt_length,
+                                                      job.val_path.name) if val_rows else ([], [])
         n_seq = self.hp.batch_size * self.hp.group_size
         self.micro = self.hp.micro_batch_size or n_seq
         self.cfg = actor_config(self.hp, self.hp.group_size, self.micro)

@@ -3,14 +3,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Avg, Count, QuerySet
 
+from training.length_preflight import CLIP_METRIC
 from training.rundir import RunDir
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetKind, DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardFunction, RewardVersion
-from webapp.runs.models import FINAL_STATES, Checkpoint, CheckpointStatus, Job, JobState, RunEvent
+from webapp.runs.models import FINAL_STATES, Checkpoint, CheckpointStatus, Job, JobState, MetricPoint, RunEvent
 from webapp.runs.services.sync import tail_lines
 
 KIND_DATASETS = {"grpo": (DatasetKind.PROMPTS,), "reward_model": (DatasetKind.PREFERENCE,),
@@ -206,3 +207,14 @@ def rescore_samples(rescore, *, sort: str = "step", show: str = "all", step: int
     order = [F(f[1:]).desc(nulls_last=True) if f.startswith("-") else F(f).asc(nulls_last=True)
              for f in RESCORE_SORTS.get(sort, RESCORE_SORTS["step"])]
     return qs.order_by(*order, "step", "row")
+
+
+def clip_ratio(job: Job) -> dict[str, Any] | None:
+    """The share of responses cut at the max response length (both backends log response_length/clip_ratio):
+    the latest step's and the mean over the run; None before the first step."""
+    points = MetricPoint.objects.filter(job=job, name=CLIP_METRIC)
+    last = points.order_by("-step").values("step", "value").first()
+    if last is None:
+        return None
+    totals = points.aggregate(mean=Avg("value"), n=Count("id"))
+    return {"step": last["step"], "last": last["value"], "mean": totals["mean"], "n": totals["n"]}

@@ -35,6 +35,7 @@ from webapp.runs.forms import (
 )
 from webapp.runs.models import Job, JobState
 from webapp.runs.services import checkpoint_models, launch
+from webapp.runs.services.lengths import figure as lengths_figure
 from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for, spec_yaml
 
 
@@ -185,8 +186,14 @@ def job_preview(request, slug):
                          for k, v in (plan.warnings if plan else {}).items()}}
     if body["ok"]:
         preview = plan_preview(plan)
-        body.update(yaml=preview["yaml"], command=preview["command"], counts=preview["manifest"].get("counts"))
+        body.update(yaml=preview["yaml"], command=preview["command"], counts=preview["manifest"].get("counts"),
+                    lengths=_lengths_brief(plan.lengths))
     return JsonResponse(body)
+
+
+def _lengths_brief(lengths: dict | None) -> dict | None:
+    keys = ("rows", "over", "share", "max", "unit", "max_prompt_length")
+    return {k: lengths[k] for k in keys} if lengths else None
 
 
 def job_clone(request, slug, pk):
@@ -229,7 +236,10 @@ def job_detail(request, slug, pk):
     access = project_access(request.user, slug)
     job = _job_or_404(access, pk)
     spec_yaml, command = _job_yaml_and_command(job)
+    lengths = (job.data_manifest or {}).get("lengths")
     return render(request, "runs/job_detail.html", {
+        "lengths": lengths, "lengths_figure": lengths_figure(lengths) if lengths else None,
+        "clip_ratio": selectors.clip_ratio(job) if lengths else None,
         "project": access.project, "access": access, "job": job, "spec_yaml": spec_yaml, "command": command,
         "attempts": job.attempts.order_by("number"), "events": selectors.job_events(job),
         "manifest": job.data_manifest or {}, "reward_versions": selectors.reward_versions_of(job),

@@ -36,10 +36,26 @@ def test_bad_hyperparameters_are_refused(make_run, hp, message):
         load_job(run)
 
 
-def test_prompt_longer_than_max_prompt_length_is_refused(make_run):
+def test_a_run_in_which_no_prompt_fits_max_prompt_length_is_refused(make_run):
     run = _edit(make_run("grpo"), max_prompt_length=3)
-    with pytest.raises(JobError, match=r"train.jsonl row 1: prompt is 4 tokens, longer than hp.max_prompt_length=3"):
+    with pytest.raises(JobError, match=r"train.jsonl: every prompt is longer than hp.max_prompt_length=3 "
+                                       r"\(row 1: 4 tokens\)"):
         run_job(run)
+
+
+def test_prompts_longer_than_max_prompt_length_are_left_out_as_verl_does(capsys):
+    from training.local.data import fit_prompts
+
+    class Words:  # a tokenizer whose tokens are words
+        chat_template = None
+
+        def __call__(self, text, add_special_tokens=False):
+            return type("Enc", (), {"input_ids": text.split()})()
+
+    rows = [{"prompt": "one two"}, {"prompt": "one two three four"}, {"prompt": "one"}]
+    kept, texts = fit_prompts(rows, Words(), 2, "train.jsonl")
+    assert kept == [rows[0], rows[2]] and texts == ["one two", "one"]
+    assert "left out 1 of 3 prompts longer than hp.max_prompt_length=2 (row 2: 4 tokens)" in capsys.readouterr().out
 
 
 def test_batch_larger_than_the_data_is_lowered_to_the_rows_as_verl_does(make_run, capsys):

@@ -23,7 +23,7 @@ VALUES = (ZERO, NEGATIVE, HUGE, TEXT, EMPTY)
 FREE_TEXT = {"name", "lora_targets"}  # any of VALUES is a possible name
 ZERO_OK = FREE_TEXT | {"save_freq", "test_freq", "warmup_steps", "weight_decay", "entropy_coeff", "kl_coef", "seed",
                        "lora_rank", "lora_alpha", "distill_alpha", "he_every", "he_reward_rise",
-                       "kl_guard_max_rollbacks"}
+                       "kl_guard_max_rollbacks", "overlong_prompt_warn"}
 TEXT_OK = HUGE_OK = NEGATIVE_OK = FREE_TEXT
 EMPTY_OK = {"name", "teacher_model", "he_every", "he_against", "he_items", "he_dataset_version", "he_split",
             "he_reward_rise"} | {s.form_name for s in SETTINGS if s.optional} \

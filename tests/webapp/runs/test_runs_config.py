@@ -105,19 +105,6 @@ def test_missing_reward_and_wrong_dataset_kind():
     assert errors == {}
 
 
-def test_prompt_longer_than_max_prompt_length():
-    ctx = {"longest_prompt": {"length": 700, "unit": "tokens", "where": "row 12"}}
-    _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {}, backend="verl", context=ctx)
-    assert "row 12" in errors["max_prompt_length"] and "700 tokens" in errors["max_prompt_length"]
-    lengths = {"max_prompt_length": 700, "max_response_length": 800}
-    _, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", lengths, backend="verl", context=ctx)
-    assert "max_prompt_length" not in errors
-    # counted in characters (no local tokenizer): a warning only
-    ctx = {"longest_prompt": {"length": 700, "unit": "characters", "where": "row 3"}}
-    _, errors, warnings = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {}, backend="verl", context=ctx)
-    assert "max_prompt_length" not in errors and "characters" in warnings["max_prompt_length"]
-
-
 @pytest.mark.parametrize("kl, warned", [(0.02, False), (0.01, False), (0.05, False), (0.005, True), (0.2, True)])
 def test_kl_outside_recommended_range_warns_but_is_accepted(kl, warned):
     cfg, errors, warnings = resolve_config("grpo", "demo-cpu", {"kl_coef": kl})

@@ -42,9 +42,9 @@ def plan_inputs(project, data: dict) -> JobPlan:
 
 
 def dry_run(plan: JobPlan) -> dict:
-    """What the plan would launch, creating nothing: config YAML, run dir, exact command."""
+    """What the plan would launch, creating nothing: config YAML, run dir, exact command, the length pre-flight."""
     if plan.errors:
         raise JobValidationError(plan.errors, plan.warnings)
     preview = plan_preview(plan)
     return {"run_dir": preview["run_dir"], "config_yaml": preview["yaml"], "command": preview["command"],
-            "warnings": plan.warnings, "data": preview["manifest"].get("counts")}
+            "warnings": plan.warnings, "data": preview["manifest"].get("counts"), "lengths": plan.lengths}

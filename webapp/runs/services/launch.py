@@ -96,6 +96,11 @@ def _insert_job(*, plan: JobPlan, user, name: str | None, parent: Job | None, re
     return job
 
 
+def _with_lengths(plan: JobPlan) -> dict:
+    """The pinned rows' manifest with the launch's length pre-flight, which the run page shows."""
+    return {**plan.pinned.manifest, **({"lengths": plan.lengths} if plan.lengths else {})}
+
+
 def launched_job(project, launch_token: uuid.UUID | None) -> Job | None:
     """The job a reviewed launch already made, if any."""
     return Job.objects.filter(project=project, launch_token=launch_token).first() if launch_token else None
@@ -128,7 +133,7 @@ def job_create(*, user, plan: JobPlan | None = None, name: str | None = None, pa
     try:
         with transaction.atomic():
             job = _insert_job(plan=plan, user=user, name=name, parent=parent, resume_checkpoint=resume_checkpoint,
-                              reason=reason, manifest=plan.pinned.manifest, launch_token=launch_token)
+                              reason=reason, manifest=_with_lengths(plan), launch_token=launch_token)
             audit(actor=user, action="job.create", project=plan.project, obj=job,
                   summary=f"Launched {job.kind} job {job.name} ({job.backend}, preset {job.preset})",
                   after={"config": job.config, "reward_spec": job.reward_spec,

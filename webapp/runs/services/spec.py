@@ -14,6 +14,7 @@ from django.db.models import Max
 
 from training import jobconfig as cfg
 from training.jobspec import JobSpec
+from training.length_preflight import check as preflight_check
 from training.reward_mix import SHAPINGS
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion, VersionStatus
@@ -22,7 +23,9 @@ from webapp.rewards.models import RewardVersion
 from webapp.rewards.probes import probe_gate
 from webapp.rewards.services import reward_spec_validate
 from webapp.runs.models import Job
-from webapp.runs.services.data import Pinned, longest_prompt, select_rows
+from webapp.runs.services.data import Pinned, select_rows
+from webapp.runs.services.lengths import figure as lengths_figure
+from webapp.runs.services.lengths import length_preflight
 
 
 @dataclass
@@ -45,6 +48,7 @@ class JobPlan:
     reward_versions: list[RewardVersion] = field(default_factory=list)
     reward_models: list[ModelEntry] = field(default_factory=list)
     pinned: Pinned | None = None
+    lengths: dict | None = None  # the length pre-flight (webapp/runs/services/lengths.py)
 
     @property
     def ok(self) -> bool:
@@ -163,9 +167,11 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
                        n_val_rows=counts["val"])
     config, cfg_errors, warnings = cfg.resolve_config(kind, preset, hp_overrides, backend=backend, context=context,
                                                       base=base_config)
-    if pinned is not None and pinned.rows and "max_prompt_length" not in cfg_errors:
-        longest = longest_prompt(pinned.rows, config["hp"]["max_prompt_length"], model_tokenizer(base_model))
-        cfg.check_prompt_length(config["hp"], longest, cfg_errors, warnings)
+    lengths = None
+    if not any(k in cfg_errors for k in ("max_prompt_length", "max_response_length", "max_seq_len")):
+        lengths = length_preflight(pinned=pinned, model=base_model, hp=config["hp"],
+                                   tokenizer=model_tokenizer(base_model), context=model_context_length(base_model))
+        preflight_check(lengths, config["hp"].get("overlong_prompt_warn", 0.05), cfg_errors, warnings)
     held_out = (config.get("human_eval") or {}).get("dataset_version")
     if held_out and "human_eval" not in cfg_errors and not DatasetVersion.objects.filter(
             pk=held_out, dataset__project=project, status=VersionStatus.READY).exists():
@@ -177,7 +183,7 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
                    warnings=warnings, reward_spec=reward_spec, dataset_version=dataset_version, base_model=base_model,
                    teacher_model=teacher_model if kind == "distill" else None,
                    include_unreviewed=bool(include_unreviewed), reward_versions=versions, reward_models=models,
-                   pinned=pinned)
+                   pinned=pinned, lengths=lengths)
 
 
 def plan_preview(plan: JobPlan) -> dict[str, Any]:
@@ -191,7 +197,8 @@ def plan_preview(plan: JobPlan) -> dict[str, Any]:
                       versions=plan.reward_versions, models=plan.reward_models,
                       has_val=bool(manifest.get("counts", {}).get("val")))
     return {"yaml": spec_yaml(spec, plan.config), "command": dry_run_text(spec, run_dir), "run_dir": str(run_dir),
-            "job_id": next_id, "manifest": manifest}
+            "job_id": next_id, "manifest": manifest, "lengths": plan.lengths,
+            "lengths_figure": lengths_figure(plan.lengths) if plan.lengths else None}
 
 
 # settings the web app carries out beside the trainer: in the job's config, not in job.json

@@ -43,3 +43,9 @@ def percent(x):
 @register.filter
 def pct_int(x):
     return "" if x is None else int(round(100 * x))
+
+
+@register.filter
+def share(x):
+    """A share with one decimal: 0.034 -> "3.4%"."""
+    return "" if x is None else f"{100 * x:.1f}%"

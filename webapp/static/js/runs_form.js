@@ -80,7 +80,10 @@
       yaml.textContent = data.yaml || '';
       command.textContent = data.command || '';
       const c = data.counts;
-      dataLine.textContent = c ? `${c.included} rows (${c.train} train, ${c.val} validation); ${c.excluded} excluded.` : '—';
+      const l = data.lengths;
+      const over = l ? ` Prompts longer than the max prompt length ${l.max_prompt_length}: ${l.over} of ${l.rows}` +
+        ` (${(100 * l.share).toFixed(1)}%), longest ${l.max} ${l.unit}.` : '';
+      dataLine.textContent = c ? `${c.included} rows (${c.train} train, ${c.val} validation); ${c.excluded} excluded.${over}` : '—';
     } catch (err) {
       status.textContent = 'Preview unavailable: ' + err.message;
     }

@@ -14,6 +14,7 @@ from webapp.core.services import ApplicationError
 from webapp.runs.models import FINAL_STATES, Job, JobState
 from webapp.runs.services.inputs import dry_run, plan_inputs
 from webapp.runs.services.launch import job_create, job_launch
+from webapp.runs.services.lengths import lengths_text
 from webapp.runs.services.sync import sync_job
 
 WATCH = ("critic/score/mean", "actor/kl_loss", "distill/loss", "distill/top1_agreement", "rm/loss", "rm/accuracy")
@@ -80,6 +81,8 @@ class Command(BaseCommand):
         out = dry_run(plan)
         self.stdout.write(f"Run directory: {out['run_dir']}")
         self.stdout.write(out["command"].rstrip("\n"))
+        if out.get("lengths"):
+            self.stdout.write(lengths_text(out["lengths"]))
         for key, msg in out["warnings"].items():
             self.stderr.write(self.style.WARNING(f"warning: {key}: {msg}"))
         if show_config:
