@@ -76,4 +76,4 @@ def test_a_verl_dump_becomes_rollout_rows_and_component_series(make_run):
     # the raw file is VERL's (NaN where a component failed); the store's reader fills in the rest
     raw = [json.loads(line) for line in (run_dir / "samples" / "rollout" / "7.jsonl").read_text().splitlines()]
     assert math.isnan(next(r for r in raw if r["output"] == "boom")["r/length_penalty"])
-    assert "uid" not in raw[0] and rollouts.STORE_KEYS - {"tokens", "token_logratio", "prompt_length"} <= set(rows[0])
+    assert "uid" not in raw[0] and rollouts.STORE_KEYS - set(rollouts.TOKEN_KEYS) - {"prompt_length"} <= set(rows[0])
