@@ -102,6 +102,7 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
     page.get_by_role("row", name=re.compile("sum-preferences")).get_by_role("link", name="Review").click()
     page.wait_for_selector("#rv-item:not([hidden])")
     page.evaluate("window.__sameDocument = true")
+    page.keyboard.press("l")  # show the dataset's labels: approving "as labelled" needs them
     for key, index in (("1", "1"), ("2", "2"), ("a", "3")):
         page.keyboard.press(key)
         page.wait_for_function(f"document.getElementById('rv-index').textContent === '{index}'")

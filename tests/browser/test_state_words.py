@@ -23,6 +23,7 @@ def test_review_counter_and_bar_agree(page, live_server, project, reviewer, shot
     # the bar reads the words beside it (the dataset's decided pairs), not the reviewer's own counter
     bar = page.get_by_role("progressbar", name="Dataset: 0 of 4 pairs decided", exact=False)
     assert bar.get_attribute("aria-valuenow") == "0"
+    page.keyboard.press("l")  # the labels first: then "a" approves as labelled
     page.keyboard.press("a")
     page.wait_for_function("document.getElementById('rv-progress').textContent.startsWith('1 done')")
     bar = page.get_by_role("progressbar", name="Dataset: 1 of 4 pairs decided · 0 conflicts · 0 flagged")

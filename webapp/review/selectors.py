@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 
 from webapp.core.access import ProjectAccess
 from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus
@@ -45,15 +45,29 @@ def progress(*, version: DatasetVersion, user, stats: VersionReviewStats | None 
         stats = VersionReviewStats.objects.filter(pk=version.pk).first()
     mine = ReviewerStats.objects.filter(version=version, reviewer=user).first()
     total = stats.total if stats else version.row_count
+    left, exact = queue_left(version=version, total=total, mine=mine)
     return {
         "done": mine.done if mine else 0,
         "assigned": mine.assigned if mine else 0,
+        "left": left, "left_exact": exact,
         "decided": stats.decided if stats else 0,
         "conflicts": stats.n_conflict if stats else 0,
         "flagged": stats.n_flagged if stats else 0,
         "total": total,
         "reviews": stats.reviews if stats else 0,
     }
+
+
+def queue_left(*, version: DatasetVersion, total: int, mine: ReviewerStats | None) -> tuple[int, bool]:
+    """How many pairs this reviewer may still decide, from counters (one row per reviewer, never the rows):
+    their open assignments plus the free reviewer slots on pairs they have not claimed. Each pair has
+    `review_overlap` slots; with overlap 1 the count is exact, above it an upper bound (a free slot may sit on a
+    pair the reviewer already holds). Returns (count, exact)."""
+    overlap = max(1, version.dataset.project.review_overlap)
+    claimed = ReviewerStats.objects.filter(version=version).aggregate(n=Sum("assigned"))["n"] or 0
+    assigned, done = (mine.assigned, mine.done) if mine else (0, 0)
+    free = max(0, total * overlap - claimed)
+    return max(0, assigned - done) + min(free, max(0, total - assigned)), overlap == 1
 
 
 def _pane(row: DatasetRow, side: str, edits: dict[str, ResponseEdit]) -> dict:

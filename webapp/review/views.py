@@ -42,7 +42,9 @@ def index(request, slug):
     versions = list(selectors.review_versions(access.project))
     counters = {s.pk: s for s in VersionReviewStats.objects.filter(pk__in=[v.pk for v in versions])}
     mine = {s.version_id: s for s in ReviewerStats.objects.filter(version__in=versions, reviewer=request.user)}
-    rows = [{"version": v, "stats": counters.get(v.pk), "mine": mine.get(v.pk)} for v in versions]
+    rows = [{"version": v, "stats": counters.get(v.pk), "mine": mine.get(v.pk),
+             "left": selectors.queue_left(version=v, total=counters[v.pk].total if v.pk in counters else v.row_count,
+                                          mine=mine.get(v.pk))} for v in versions]
     return render(request, "review/index.html", _ctx(access, rows=rows))
 
 

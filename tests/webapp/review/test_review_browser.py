@@ -36,7 +36,8 @@ def test_two_reviewers_and_an_admin(browser, live_server, project, make, reviewe
     _wait_index(rita, "1")
     rita.keyboard.press("r")  # reject
     _wait_index(rita, "2")
-    assert rita.locator("#rv-progress").inner_text() == "2 done / 3 assigned"
+    # her queue: the third pair, which she holds (two reviewers per pair: an upper bound)
+    assert rita.locator("#rv-progress").inner_text() == "2 done · up to 1 left for you"
     rita.keyboard.press("e")  # edit the left response: a dialog with its text
     rita.wait_for_selector("#rv-dialog[open]")
     rita.fill("#rv-dialog-text", "A clearer answer")

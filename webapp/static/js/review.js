@@ -27,7 +27,9 @@
 
   function renderProgress(p) {
     if (!p) return;
-    $('rv-progress').textContent = p.done + ' done / ' + p.assigned + ' assigned';
+    // your queue: what you may still decide (exact with one reviewer per pair, an upper bound above that)
+    const left = p.left === 0 ? 'nothing left for you' : (p.left_exact ? '' : 'up to ') + p.left + ' left for you';
+    $('rv-progress').textContent = p.done + ' done · ' + left;
     $('rv-dataset').textContent = 'Dataset: ' + p.decided + ' of ' + p.total + ' pair' + (p.total === 1 ? '' : 's') +
       ' decided · ' + p.conflicts + ' conflict' + (p.conflicts === 1 ? '' : 's') + ' · ' + p.flagged + ' flagged';
     // The bar is the dataset's share of decided pairs, drawn beside the words that say so (your own count is
@@ -175,14 +177,26 @@
     });
   }
 
+  // Approve and Swap act on the dataset's labels: offered only while the labels are shown (the sides are
+  // randomised per reviewer, so with hidden labels "as labelled" means nothing you can see).
   function toggleLabels() {
     labelsShown = !labelsShown;
     ['left', 'right'].forEach((n) => { $('rv-' + n + '-tag').hidden = !labelsShown; });
+    $('rv-labelled-actions').hidden = !labelsShown;
+    $('rv-labels-button').lastChild.textContent = labelsShown ? ' Hide labels' : ' Show labels';
+  }
+  function labelled(choice) {
+    if (!labelsShown) {
+      setStatus('The dataset\'s labels are hidden (sides are randomised): press L to show which response is ' +
+                'labelled chosen, then ' + (choice === 'approve' ? 'A approves it.' : 'S swaps it.'));
+      return;
+    }
+    decide(choice);
   }
 
   const ACTIONS = {
-    left: () => decide('left'), right: () => decide('right'), approve: () => decide('approve'),
-    swap: () => decide('swap'), reject: () => decide('reject'), flag: flag,
+    left: () => decide('left'), right: () => decide('right'), approve: () => labelled('approve'),
+    swap: () => labelled('swap'), reject: () => decide('reject'), flag: flag,
     'edit-left': () => edit('left'), 'edit-right': () => edit('right'), comment: comment,
     labels: toggleLabels, prev: prev, next: next,
   };
