@@ -56,8 +56,10 @@ def tied_group_share(groups: Iterable[Sequence[Any]], tol: float = TIED_TOL) -> 
     return tied / counted if counted else None
 
 
-# The built-in rules. Both backends log these names: the local trainer mirrors VERL's metric names;
-# for VERL the tied-group share is computed at ingest from its rollout dumps (see METRIC_SOURCES).
+# The built-in rules. "kl" is the KL guard: the GPU presets turn it on with these defaults (KL above 0.1
+# for 3 logged steps restores the last good checkpoint with lr × 0.5). Both backends log these names: the
+# local trainer mirrors VERL's metric names; for VERL the tied-group share is computed at ingest from its
+# rollout dumps (see METRIC_SOURCES).
 BUILTIN: dict[str, dict[str, Any]] = {
     "kl": {"metric": "actor/kl_loss", "condition": "above", "threshold": 0.1, "patience": 3, "action": "restore"},
     "entropy_collapse": {"metric": "actor/entropy", "condition": "drop", "threshold": 0.6, "warmup": 10,
@@ -134,7 +136,7 @@ class Rule:
                 raise RuleConfigError(f"rule {name!r} needs {key!r}")
         if raw.get("action", WARN) in (RESTORE, BRANCH) and raw.get("lr_factor") is None \
                 and raw.get("kl_coef_factor") is None:
-            raw["lr_factor"] = 0.5  # like the KL guard: a restore changes something by default
+            raw["lr_factor"] = 0.5  # a restore changes something by default: half the learning rate
         try:
             rule = cls(
                 name=name, metric=str(raw["metric"]), condition=str(raw["condition"]),
@@ -178,11 +180,26 @@ class Rule:
             raise bad(f"need warmup >= 0, patience >= 1, max_restores >= 0 and window <= {_HISTORY}")
         if self.lr_factor is not None and not 0 < self.lr_factor < 1:
             raise bad(f"lr_factor must be in (0, 1) (it shrinks the lr), got {self.lr_factor:g}")
-        if self.kl_coef_factor is not None and not self.kl_coef_factor > 1:
-            raise bad(f"kl_coef_factor must be > 1 (it grows the KL coefficient), got {self.kl_coef_factor:g}")
+        if self.kl_coef_factor is not None and not 1 < self.kl_coef_factor <= 100:
+            raise bad(f"kl_coef_factor must be above 1 (it grows the KL coefficient) and at most 100, "
+                      f"got {self.kl_coef_factor:g}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+KL_RULE = "kl"
+
+
+def kl_rule(raw: Sequence[Mapping[str, Any]] | None) -> Rule | None:
+    """The rule that guards the KL (the built-in "kl", else any rule on its metric with "above"), on or off;
+    None when there is none or the declaration is invalid."""
+    try:
+        rules = parse_rules(raw)
+    except RuleConfigError:
+        return None
+    kl = [r for r in rules if r.metric == BUILTIN[KL_RULE]["metric"] and r.condition == "above"]
+    return next((r for r in kl if r.name == KL_RULE), kl[0] if kl else None)
 
 
 def describe(rule: Rule) -> str:
@@ -323,6 +340,12 @@ class RuleEngine:
                         "last": rs.last, "summary": describe(r)})
         return out
 
+    def good_checkpoint(self, checkpoint_steps: Iterable[int], before: int | None = None) -> int | None:
+        """The newest checkpoint (before `before`) at which every rule held: where a restore goes back to."""
+        bad = set(self.state.bad_steps)
+        good = [s for s in checkpoint_steps if (before is None or s < before) and s not in bad]
+        return max(good) if good else None
+
     def _step(self, step: int, values: Mapping[str, float], ckpts: list[int], base_hp) -> list[Decision]:
         st = self.state
         if st.phase == STOPPED:
@@ -447,14 +470,12 @@ class RuleEngine:
             return replace(d, action=fallback, reason=f"{d.reason}: already {verb} {rs.restores} time(s) "
                                                       f"(max {r.max_restores}), {then}")
         start = int(d.values[0][0])
-        bad = set(st.bad_steps)
-        good = [s for s in ckpts if s < start and s not in bad]
-        if not good:
+        target = self.good_checkpoint(ckpts, before=start)
+        if target is None:
             if fallback == STOP:
                 st.phase = STOPPED
             return replace(d, action=fallback, reason=f"{d.reason}: no checkpoint before step {start} where every "
                                                       f"rule held, {then}")
-        target = good[-1]
         applied = st.hp if d.action == RESTORE else {}
         hp = next_hp(r, base_hp, applied)
         rs.restores += 1

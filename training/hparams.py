@@ -10,8 +10,9 @@ How a setting reaches VERL (`Setting.verl`):
   switch that goes with the value, nothing at all to keep VERL's default);
 - `Verl(paths, planned=True)`: several settings decide the value together (batch sizes over the
   GPUs, the teacher's GPU pool), so `training.backends.verl_overrides` plans it.
-A setting with `app=True` is acted on by the app itself on every backend (the KL guard, checkpoint
-retention). A setting without either is not offered for VERL.
+A setting with `app=True` is acted on by the app itself on every backend (checkpoint and rollout-store
+retention, the reward scoring budget). The run-health rules (the KL guard among them) are not settings: they
+are `training.guard_rules` declarations in the job's config. A setting without either is not offered for VERL.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from typing import Any
 KINDS = ("grpo", "distill", "reward_model")
 POLICY_KINDS = ("grpo", "distill")
 BACKENDS = ("local", "verl")
-SECTIONS = ("hp", "verl", "kl_guard")
+SECTIONS = ("hp", "verl")
 STRATEGIES = ("fsdp", "fsdp2", "megatron")
 ROLLOUT_ENGINES = ("vllm", "sglang", "hf")  # hf: the CPU rollout
 GPU_ENGINES = ("vllm", "sglang")
@@ -35,8 +36,6 @@ MAX_TOKENS = 1_048_576  # the longest context of any model a job may name
 MAX_TEXT = 1000  # characters of a text setting
 # Largest LoRA rank vLLM accepts (verl/workers/rollout/vllm_rollout/utils.py: MaxLoRARanks).
 MAX_LORA_RANK = 512
-# The KL guard watches this metric (VERL's name; the local trainer logs the same one).
-KL_GUARD_METRIC = "actor/kl_loss"
 
 Pairs = list[tuple[str, Any]]
 
@@ -50,7 +49,7 @@ class Verl:
 
 @dataclass(frozen=True)
 class Setting:
-    key: str  # "lr", "lora.rank", "verl.rollout_engine", "kl_guard.threshold"
+    key: str  # "lr", "lora.rank", "verl.rollout_engine"
     type: str  # float | int | str | bool | choice
     default: Any
     label: str
@@ -82,7 +81,7 @@ class Setting:
     @property
     def section(self) -> str:
         head = self.key.split(".", 1)[0]
-        return head if head in ("verl", "kl_guard") else "hp"
+        return "verl" if head == "verl" else "hp"
 
     @property
     def path(self) -> list[str]:
@@ -292,23 +291,6 @@ SETTINGS: tuple[Setting, ...] = (
       help="Sandboxes that score a batch's rewards at once: the job's CPU budget for reward code. Blank = min(CPU "
       "cores, 4). On VERL they are shared out over VERL's reward workers (at most 4, one sandbox each or more).",
       optional=True, low=1, high=64, kinds=POLICY_KINDS, app=True),
-    S(key="kl_guard.enabled", type="bool", default=True, label="KL guard on", group="KL guard", kinds=("grpo",),
-      app=True),
-    S(key="kl_guard.threshold", type="float", default=0.1, label="KL threshold", group="KL guard", low=0, high=1e6,
-      low_open=True, kinds=("grpo",), app=True),
-    S(key="kl_guard.patience", type="int", default=3, label="Patience (steps above the threshold)", group="KL guard",
-      low=1, high=10_000, kinds=("grpo",), app=True),
-    S(key="kl_guard.action", type="choice", default="stop", label="Action", group="KL guard",
-      help="stop the job, or restore the last checkpoint under the threshold with adjusted settings.",
-      choices=("stop", "restore"), kinds=("grpo",), app=True),
-    S(key="kl_guard.lr_factor", type="float", default=0.5, label="Restore: multiply lr by", group="KL guard",
-      help="Blank = keep the lr.", optional=True, low=0, high=1, low_open=True, high_open=True, kinds=("grpo",),
-      app=True),
-    S(key="kl_guard.kl_factor", type="float", default=2.0, label="Restore: multiply KL coefficient by",
-      group="KL guard", help="Blank = keep it.", optional=True, low=1, high=1000, low_open=True, kinds=("grpo",),
-      app=True),
-    S(key="kl_guard.max_rollbacks", type="int", default=2, label="Max restores", group="KL guard", low=0, high=100,
-      kinds=("grpo",), app=True),
     S(key="verl.strategy", type="choice", default="fsdp", label="Training strategy", group="VERL",
       help="FSDP or FSDP2 on GPUs or CPU (CPU: FSDP2); Megatron needs GPUs.", choices=STRATEGIES, kinds=POLICY_KINDS,
       local=False, verl=Verl((f"{ACTOR}.strategy",))),
@@ -354,7 +336,7 @@ def has_in(section: dict, path: list[str]) -> bool:
 
 
 def value_of(config: dict, key: str) -> Any:
-    """A setting's value in a config/spec ({"hp", "verl", "kl_guard"}); its default when absent."""
+    """A setting's value in a config/spec ({"hp", "verl"}); its default when absent."""
     s = BY_KEY[key]
     section = config.get(s.section) or {}
     return get_in(section, s.path) if has_in(section, s.path) else copy.deepcopy(s.default)
@@ -362,7 +344,7 @@ def value_of(config: dict, key: str) -> Any:
 
 def defaults(section: str) -> dict[str, Any]:
     """The defaults of one section, nested like job.json ("lora" is a dict in "hp")."""
-    out: dict[str, Any] = {"metric": KL_GUARD_METRIC} if section == "kl_guard" else {}
+    out: dict[str, Any] = {}
     for s in SETTINGS:
         if s.section == section:
             set_in(out, s.path, copy.deepcopy(s.default))

@@ -5,10 +5,11 @@ defined once in `training.hparams`; this module layers and checks them for the w
 
 `resolve_config(kind, preset, overrides)` layers defaults < preset < preset-for-kind (or a job's
 stored config, `base`) < user overrides and returns `(config, errors, warnings)`:
-- `config` = {"hp": {...}, "verl": {...}, "kl_guard": {...}} (job.json's "hp" and "verl"; the KL guard
-  settings read by webapp.monitoring);
+- `config` = {"hp": {...}, "verl": {...}} (job.json's "hp" and "verl"), plus what is declared per job rather
+  than set: "guard_rules" (the run-health rules, the KL guard among them: `training.guard_rules`), "stall"
+  and "human_eval" (read by webapp.monitoring);
 - `errors` / `warnings` = {key: message}, keyed by setting key ("batch_size", "lora.rank",
-  "verl.nnodes", "kl_guard.threshold") or, for facts about the job's inputs passed in `context`,
+  "verl.nnodes", "guard_rules.<rule name>") or, for facts about the job's inputs passed in `context`,
   by input name ("reward_spec", "teacher_model", "dataset_version", "backend").
 Overrides may be flat dotted keys, form names ("lora_rank") or nested dicts; values may be strings
 (from the CLI's --set), which are coerced by the setting's type.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from training.guard_rules import RuleConfigError, parse_rules
+from training.guard_rules import BRANCH, RESTORE, RuleConfigError, parse_rules
 from training.hparams import (
     BACKENDS,
     BY_FORM_NAME,
@@ -40,7 +41,7 @@ from training.presets import PRESETS
 from training.stall import StallConfig, StallConfigError
 
 __all__ = ["BACKENDS", "BY_FORM_NAME", "BY_KEY", "KINDS", "PRESETS", "SETTINGS", "Setting", "base_config",
-           "coerce", "flatten_overrides", "get_value", "job_spec_preview", "parse_set_args",
+           "coerce", "flatten_overrides", "get_value", "parse_set_args",
            "resolve_config", "settings_for", "to_yaml"]
 
 KL_RECOMMENDED = (0.01, 0.05)
@@ -84,9 +85,9 @@ def base_config(kind: str, preset: str) -> dict[str, Any]:
         for k, v in layer.items():
             config["hp"][k] = copy.deepcopy(v)
     config["verl"].update(copy.deepcopy(p.get("verl") or {}))
-    config["kl_guard"].update(copy.deepcopy(p.get("kl_guard") or {}))
     for key in ("guard_rules", "stall", "human_eval"):
-        if p.get(key):
+        # A preset's health rules watch GRPO's metrics (KL to the reference, tied groups): GRPO jobs only.
+        if p.get(key) and (key != "guard_rules" or kind == "grpo"):
             config[key] = copy.deepcopy(p[key])
     return config
 
@@ -98,7 +99,7 @@ def _stored_config(stored: dict) -> dict[str, Any]:
         section = stored.get(s.section) or {}
         if has_in(section, s.path):
             set_in(config[s.section], s.path, copy.deepcopy(value_of(stored, s.key)))
-    for section in SECTIONS:  # keep what is not a setting (e.g. the KL guard's metric)
+    for section in SECTIONS:  # keep what is not a setting (e.g. VERL's micro_batch_size_per_gpu)
         for k, v in (stored.get(section) or {}).items():
             config[section].setdefault(k, copy.deepcopy(v))
     for key in ("guard_rules", "stall", "human_eval"):  # run health, declared per job (not settings)
@@ -172,11 +173,6 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
         problem = check_human_eval(config["human_eval"])
         if problem:
             errors["human_eval"] = f"Human evaluation schedule: {problem}."
-    if config.get("guard_rules"):
-        try:
-            parse_rules(config["guard_rules"])
-        except RuleConfigError as exc:
-            errors["guard_rules"] = f"Guard rules: {exc}."
     if config.get("stall"):
         try:
             StallConfig.from_dict(config["stall"])
@@ -197,6 +193,7 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
             errors[key] = f"{setting.label}: {exc}."
             continue
         set_in(config[setting.section], setting.path, value)
+    _check_rules(config, errors)
     _check_values(kind, backend, config, errors, warnings)
     _check_context(kind, backend, config, ctx, errors, warnings)
     return config, errors, warnings
@@ -207,7 +204,7 @@ def _err(errors: dict, key: str, message: str) -> None:
 
 
 def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
-    hp, verl, guard = config["hp"], config["verl"], config["kl_guard"]
+    hp, verl = config["hp"], config["verl"]
 
     for s in SETTINGS:  # the schema's ranges first: the checks below divide by some of these values
         if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
@@ -236,26 +233,22 @@ def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings:
     _check_batches(kind, backend, hp, verl, errors, ok)
     if backend == "verl":
         _check_verl(kind, hp, verl, errors, ok)
-    if kind == "grpo" and guard.get("enabled"):
-        _check_guard(hp, guard, errors, ok)
 
 
-def _check_guard(hp: dict, guard: dict, errors: dict, ok) -> None:
-    for key in ("kl_guard.threshold", "kl_guard.patience", "kl_guard.max_rollbacks"):
-        message = BY_KEY[key].range_error(guard[key.split(".", 1)[1]]) if ok(key) else None
-        if message:
-            _err(errors, key, message)
-    if ok("kl_guard.lr_factor") and guard.get("lr_factor") is not None and not 0 < guard["lr_factor"] < 1:
-        _err(errors, "kl_guard.lr_factor", "The lr factor must be between 0 and 1: a restore lowers the learning "
-                                           "rate (blank = keep it).")
-    if ok("kl_guard.kl_factor") and guard.get("kl_factor") is not None and guard["kl_factor"] <= 1:
-        _err(errors, "kl_guard.kl_factor", "The KL factor must be above 1: a restore strengthens the penalty "
-                                           "(blank = keep it).")
-    if ok("kl_guard.lr_factor", "kl_guard.kl_factor", "kl_guard.action") and guard["action"] == "restore" \
-            and guard.get("lr_factor") is None and guard.get("kl_factor") is None:
-        _err(errors, "kl_guard.action", "Restore needs an lr factor or a KL factor to change something.")
-    if ok("kl_guard.action", "save_freq") and guard["action"] == "restore" and hp["save_freq"] == 0:
-        _err(errors, "kl_guard.action", "Restore needs checkpoints: set a save frequency, or choose stop.")
+def _check_rules(config: dict, errors: dict) -> None:
+    """The run-health rules, in one place (training.guard_rules); a rule that restores or branches needs
+    checkpoints. Errors are keyed "guard_rules.<rule>" when they name one rule, else "guard_rules"."""
+    if not config.get("guard_rules"):
+        return
+    try:
+        rules = parse_rules(config["guard_rules"])
+    except RuleConfigError as exc:
+        errors["guard_rules"] = f"Guard rules: {exc}."
+        return
+    for rule in rules:
+        if rule.enabled and rule.action in (RESTORE, BRANCH) and not config["hp"].get("save_freq"):
+            _err(errors, f"guard_rules.{rule.name}", f"Rule {rule.name} would {rule.action} a checkpoint, but this "
+                                                     "run saves none: set a save frequency, or choose warn or stop.")
 
 
 def _check_grpo(hp: dict, errors: dict, warnings: dict, ok) -> None:
@@ -395,18 +388,6 @@ def _check_context(kind: str, backend: str, config: dict, ctx: dict, errors: dic
                                        "backend runs offline from a registered folder.")
         else:
             warnings["base_model"] = "This is a hub id: only GPU workers with hub access can load it."
-
-
-def job_spec_preview(kind: str, backend: str, config: dict, **extra: Any) -> dict[str, Any]:
-    """The parts of job.json that come from the config (used for the YAML preview)."""
-    spec = {"kind": kind, "backend": backend, **extra, "hp": config["hp"]}
-    if backend == "verl":
-        spec["verl"] = config["verl"]
-    if kind == "grpo":
-        spec["kl_guard"] = config["kl_guard"]
-        if config.get("guard_rules"):
-            spec["guard_rules"] = config["guard_rules"]
-    return spec
 
 
 def to_yaml(data: Any) -> str:

@@ -2,8 +2,8 @@
 
 Typed and versioned. `JobSpec.from_dict` refuses a spec it cannot trust (a newer version, an unknown
 kind or backend, no model or training data, a malformed reward block) with a message that names
-the field; `to_dict` is exactly what the file holds. The hyperparameter blocks (`hp`, `verl`,
-`kl_guard`) stay mappings here: their schema lives with the settings, and each backend checks the
+the field; `to_dict` is exactly what the file holds. The hyperparameter blocks (`hp`, `verl`)
+stay mappings here: their schema lives with the settings, and each backend checks the
 keys it uses. docs/run-directory.md shows an example that a test parses with `from_dict`.
 
 Standard library only.
@@ -143,7 +143,6 @@ class JobSpec:
     reward: RewardBlock = field(default_factory=RewardBlock)
     teacher: ModelRef | None = None
     verl: dict[str, Any] | None = None  # VERL-only settings (rollout engine, GPUs, nodes)
-    kl_guard: dict[str, Any] | None = None  # GRPO only: the web app's KL guard settings
     resume_from: str | None = None  # a global_step_N folder of this run or a parent run
     sandbox: dict[str, Any] = field(default_factory=dict)  # training.sandbox.SandboxLimits fields
     version: int = SPEC_VERSION
@@ -166,7 +165,6 @@ class JobSpec:
             data=DataFiles.from_dict(raw.get("data")), reward=RewardBlock.from_dict(raw.get("reward")),
             teacher=ModelRef.from_dict(raw["teacher"], "teacher") if raw.get("teacher") else None,
             verl=dict(_obj(raw["verl"], "verl")) if raw.get("verl") is not None else None,
-            kl_guard=dict(_obj(raw["kl_guard"], "kl_guard")) if raw.get("kl_guard") is not None else None,
             resume_from=_text(raw.get("resume_from"), "resume_from", False) or None,
             sandbox=dict(_obj(raw.get("sandbox") or {}, "sandbox")), version=version)
 
@@ -178,8 +176,6 @@ class JobSpec:
             out["teacher"] = self.teacher.to_dict()
         if self.verl is not None:
             out["verl"] = self.verl
-        if self.kl_guard is not None:
-            out["kl_guard"] = self.kl_guard
         out["resume_from"] = self.resume_from
         out["sandbox"] = self.sandbox
         return out

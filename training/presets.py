@@ -14,16 +14,13 @@ from training.hparams import defaults
 # The schema's defaults, by section (every preset starts from these).
 DEFAULT_HP: dict[str, Any] = defaults("hp")
 DEFAULT_VERL: dict[str, Any] = defaults("verl")
-# The KL guard (run by webapp.monitoring): when the KL metric stays above `threshold` for
-# `patience` consecutive logged steps, `stop` the job or `restore` the last checkpoint under the
-# threshold with lr *= lr_factor and kl_coef *= kl_factor, at most `max_rollbacks` times.
-DEFAULT_KL_GUARD: dict[str, Any] = defaults("kl_guard")
 
 _DEMO_COMMON = {"seed": 1, "device": "cpu", "dtype": "float32", "max_prompt_length": 8, "max_response_length": 4,
                 "max_seq_len": 16, "epochs": 1}
 
-# The seed's recipe on GPUs: KL above 0.1 (for `patience` steps) restores the last checkpoint under it.
-GPU_KL_GUARD: dict[str, Any] = {"enabled": True, "threshold": 0.1, "action": "restore"}
+# The KL guard is the built-in health rule "kl" (training.guard_rules.BUILTIN, run by webapp.monitoring).
+# The seed's recipe on GPUs: KL above 0.1 for 3 logged steps restores the last good checkpoint with lr × 0.5.
+GPU_GUARD_RULES: list[dict[str, Any]] = [{"rule": "kl"}]
 
 # SmolLM2-135M-Instruct on the GSM8K-format word problems (`manage.py seed_demo --smollm2`): its chat template
 # makes a prompt ~75-110 tokens; 128-token responses hold a short worked answer. Batch 8 x group 4 on two cores.
@@ -38,7 +35,7 @@ _SMOLLM2_KINDS: dict[str, dict[str, Any]] = {
                 "temperature": 1.0},
     "reward_model": {"lr": 1e-5, "batch_size": 16},
 }
-_SMOLLM2_GUARD: dict[str, Any] = {"enabled": True, "threshold": 0.1, "action": "stop"}
+_SMOLLM2_GUARD_RULES: list[dict[str, Any]] = [{"rule": "kl", "action": "stop"}]
 
 PRESETS: dict[str, dict[str, Any]] = {
     "demo-cpu": {
@@ -56,9 +53,9 @@ PRESETS: dict[str, dict[str, Any]] = {
                              "test_freq": 50},
         },
         # At lr 1e-3 the tiny demo policy's KL to the reference climbs past 1 while the reward rises
-        # (measured: 0.3 at step 25, 0.85 at step 75, 1.1 by step 100), so the guard is off by default;
-        # turn it on to watch it act.
-        "kl_guard": {"enabled": False, "threshold": 2.0},
+        # (measured: 0.3 at step 25, 0.85 at step 75, 1.1 by step 100), so the KL guard is off by default
+        # (its line is drawn at 2); turn it on to watch it act.
+        "guard_rules": [{"rule": "kl", "enabled": False, "threshold": 2.0}],
         # With backend VERL: a rehearsal of VERL's own trainer on CPU.
         "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
     },
@@ -71,7 +68,6 @@ PRESETS: dict[str, dict[str, Any]] = {
                            "loss_agg_mode": "token-mean", "max_steps": 120, "save_freq": 10, "test_freq": 20,
                            # every checkpoint kept: retention must not delete the good one a restore needs
                            "keep_last_k": None}},
-        "kl_guard": {"enabled": False, "threshold": 2.0},
         # The demo's KL passes 0.3 around step 25: the rule restores the newest checkpoint where every
         # rule held with half the lr (at most twice); the other rules watch without acting.
         "guard_rules": [
@@ -86,7 +82,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "backend": "local",
         "hp": {**_SMOLLM2_COMMON, "lr": 1e-6},
         "kinds": _SMOLLM2_KINDS,
-        "kl_guard": _SMOLLM2_GUARD,
+        "guard_rules": _SMOLLM2_GUARD_RULES,
         "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
     },
     "smollm2-cpu-lora": {
@@ -94,7 +90,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "backend": "local",
         "hp": {**_SMOLLM2_COMMON, "lr": 5e-5, "lora": {"rank": 16, "alpha": 32, "targets": "all-linear"}},
         "kinds": {k: {key: v for key, v in hp.items() if key != "lr"} for k, hp in _SMOLLM2_KINDS.items()},
-        "kl_guard": _SMOLLM2_GUARD,
+        "guard_rules": _SMOLLM2_GUARD_RULES,
         "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
     },
     "qwen2.5-0.5b-1gpu": {
@@ -106,7 +102,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "kinds": {"distill": {"distill_mode": "on_policy"}, "reward_model": {"lr": 1e-5, "batch_size": 16}},
         "verl": {"n_gpus_per_node": 1, "nnodes": 1, "tensor_model_parallel_size": 1,
                  "gpu_memory_utilization": 0.4},
-        "kl_guard": GPU_KL_GUARD,
+        "guard_rules": GPU_GUARD_RULES,
     },
     "qwen2.5-7b-8gpu": {
         "label": "Qwen2.5-7B-Instruct on one 8-GPU node (VERL, vLLM rollouts, LoRA 64)",
@@ -118,7 +114,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "kinds": {"distill": {"distill_mode": "on_policy"}, "reward_model": {"lr": 5e-6, "batch_size": 64}},
         "verl": {"n_gpus_per_node": 8, "nnodes": 1, "tensor_model_parallel_size": 2,
                  "gpu_memory_utilization": 0.5},
-        "kl_guard": GPU_KL_GUARD,
+        "guard_rules": GPU_GUARD_RULES,
     },
 }
 DEFAULT_PRESET = "demo-cpu"

@@ -65,7 +65,6 @@ def write_real_run(run_dir: str | Path, model_dir: str | Path, *, kind: str = "g
         reward=RewardBlock(shaping="raw", components=components),
         hp=config["hp"], verl=config["verl"] if backend == "verl" else {},
         teacher=ModelRef(path=str(Path(teacher_dir).resolve())) if teacher_dir else None,
-        kl_guard=config["kl_guard"] if kind == "grpo" else {},
         sandbox={"time_limit_s": 5, "batch_time_limit_s": 120, "memory_mb": 1024},
     ).write(run.path)
     return run.path

@@ -60,7 +60,8 @@ def seed_project(project, user, folder: Path) -> Seeded:
                                  max_positions=32)
     model = ModelEntry.objects.create(project=project, name="tiny", kind=ModelKind.CAUSAL_LM, path=str(model_dir))
     config = {"hp": {"lr": 1e-3, "kl_coef": 0.02, "save_freq": 10, "test_freq": 10, "keep_last_k": 3,
-                     "max_steps": 20}, "kl_guard": {"enabled": False, "threshold": 2.0}, "total_steps": 20}
+                     "max_steps": 20}, "guard_rules": [{"rule": "kl", "enabled": False, "threshold": 2.0}],
+              "total_steps": 20}
     job = Job.objects.create(project=project, name="grpo · tiny · demo-cpu", kind="grpo", state=JobState.SUCCEEDED,
                              preset="demo-cpu", config=config, base_model=model, dataset_version=prompts,
                              created_by=user, last_step=20)

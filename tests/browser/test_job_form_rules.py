@@ -8,6 +8,7 @@ import pytest
 
 from tests.browser.browser_helpers import PASSWORD, seed_project
 from tests.browser_support import login
+from training.guard_rules import parse_rules
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -48,3 +49,38 @@ def test_edit_the_presets_health_rules_before_launch(page, live_server, project,
                              "max_restores": 2}  # the preset's other fields stay
     assert by_name["response_clipping"]["action"] == "stop"
     assert set(by_name) == {"kl", "zero_variance_groups", "response_clipping", "grad_norm_spike", "reward_hacking"}
+
+
+def test_turn_the_kl_guard_on_with_its_restore_settings(page, live_server, project, engineer, tmp_path):
+    """The KL guard is the rule "kl" of the same table: on, its patience, KL-coefficient factor and restore cap
+    typed in its row; a restore without checkpoints is refused on the rule's action."""
+    from webapp.runs.models import Job
+
+    engineer.set_password(PASSWORD)
+    engineer.save()
+    seeded = seed_project(project, engineer, tmp_path)
+    login(page, live_server, engineer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
+    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
+        select = page.get_by_label(label)
+        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
+    page.get_by_label("exact-match weight").fill("1")
+    rules = page.locator("#guard-rules-card")
+    assert rules.get_by_label("kl threshold").input_value() == "2.0"  # demo-cpu: off, its line at 2
+    rules.get_by_label("kl", exact=True).check()
+    rules.get_by_label("kl threshold").fill("0.5")
+    rules.get_by_label("kl patience (steps)").fill("2")
+    rules.get_by_label("kl: on restore, KL coefficient ×").fill("2")
+    rules.get_by_label("kl: restores at most").fill("1")
+    page.get_by_label("Save a checkpoint every N steps").fill("0")
+    rules.locator(".field-error", has_text="saves none").wait_for(timeout=30_000)
+    page.get_by_label("Save a checkpoint every N steps").fill("20")
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.get_by_role("button", name="Launch without review").click()
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
+
+    job = Job.objects.exclude(pk=seeded.job.pk).get(project=project)
+    (kl,) = parse_rules(job.config["guard_rules"])
+    assert (kl.name, kl.enabled, kl.threshold, kl.patience, kl.action) == ("kl", True, 0.5, 2, "restore")
+    assert (kl.lr_factor, kl.kl_coef_factor, kl.max_restores) == (0.5, 2.0, 1)  # lr × 0.5 as the row showed
+    assert "kl_guard" not in job.config

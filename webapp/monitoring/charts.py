@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from training import winrate
-from training.guard_rules import RuleConfigError, parse_rules
+from training.guard_rules import KL_RULE, kl_rule
 from training.rollouts import TOTAL_METRIC
 
 KL_METRIC = "actor/kl_loss"
@@ -42,22 +42,15 @@ def chart(chart_id: str, title: str, items: list[dict], threshold: dict | None =
     return {"id": chart_id, "title": title, "series": items, "threshold": threshold, "unit": unit, "smooth": smooth}
 
 
-def kl_threshold(config: dict[str, Any] | None) -> float:
-    """The job's KL guard threshold (config["kl_guard"]["threshold"]), default 0.1."""
-    guard = (config or {}).get("kl_guard") or {}
-    try:
-        value = float(guard.get("threshold", DEFAULT_KL_THRESHOLD))
-    except (TypeError, ValueError):
-        return DEFAULT_KL_THRESHOLD
-    return value if value > 0 else DEFAULT_KL_THRESHOLD
-
-
-def _kl_rule(config: dict[str, Any] | None):
-    try:
-        rules = parse_rules((config or {}).get("guard_rules"))
-    except RuleConfigError:
-        return None
-    return next((r for r in rules if r.enabled and r.metric == KL_METRIC and r.condition == "above"), None)
+def kl_line(config: dict[str, Any] | None) -> tuple[float, str]:
+    """The KL chart's threshold line: the KL guard's (the "kl" health rule), on or off; 0.1 when there is none."""
+    rule = kl_rule((config or {}).get("guard_rules"))
+    if rule is None:
+        return DEFAULT_KL_THRESHOLD, f"KL threshold {DEFAULT_KL_THRESHOLD:g} (guard off)"
+    if not rule.enabled:
+        return rule.threshold, f"KL threshold {rule.threshold:g} (guard off)"
+    name = "KL guard" if rule.name == KL_RULE else f"rule {rule.name}:"
+    return rule.threshold, f"{name} {rule.threshold:g}"
 
 
 def win_rate_sources(names: Iterable[str]) -> list[str]:
@@ -111,12 +104,7 @@ def reward_component_charts(names: Iterable[str]) -> list[dict]:
 
 
 def _grpo(names: set[str], config: dict) -> list[dict]:
-    threshold = kl_threshold(config)
-    guard_on = bool(((config or {}).get("kl_guard") or {}).get("enabled", True))
-    label = f"KL guard {threshold:g}" if guard_on else f"KL threshold {threshold:g} (guard off)"
-    rule = None if guard_on else _kl_rule(config)
-    if rule is not None:  # the KL guard is off but a health rule watches the KL: draw its line
-        threshold, label = rule.threshold, f"rule {rule.name}: {rule.threshold:g}"
+    threshold, label = kl_line(config)
     return [
         chart("reward", "Reward (mean, min–max band)",
               [series("critic/score/mean", "mean", band=("critic/score/min", "critic/score/max"))]),

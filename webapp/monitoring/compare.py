@@ -14,7 +14,6 @@ from webapp.runs.models import Job, MetricPoint
 
 # Rows in this order first (the rest by name); the group each row is listed under.
 GROUPS = ("Run", "Base model", "Data", "Reward", "Settings")
-SKIP_CONFIG = {"kl_guard.metric"}  # internal wiring, not a choice the user made
 MAX_LABEL_PARTS = 3
 
 
@@ -92,8 +91,6 @@ def run_facts(job) -> dict[tuple[str, str, str], str]:
     facts[("Reward", "reward", "Reward versions (× weight)")] = rewards["reward"]
     facts[("Reward", "shaping", "Reward shaping")] = rewards["shaping"]
     for key, value in sorted(flatten(job.config or {}).items()):
-        if key in SKIP_CONFIG:
-            continue
         setting = BY_KEY.get(key)
         facts[("Settings", key, f"{setting.label} ({key})" if setting else key)] = fmt(value)
     return facts

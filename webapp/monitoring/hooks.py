@@ -1,4 +1,4 @@
-"""Subscribed to the runs app's `job_synced` signal: metric rollups, the KL guard and health rules,
+"""Subscribed to the runs app's `job_synced` signal: metric rollups, the run guard (health rules, the KL guard),
 stall detection, scheduled human evaluations, protected checkpoints, checkpoint and rollout-store retention after
 each sync of a job.
 
@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from webapp.monitoring.rollup import rollup_sync
-from webapp.monitoring.services import guard_rules_process, kl_guard_process, retention_apply, write_protected
+from webapp.monitoring.services import guard_process, retention_apply, write_protected
 from webapp.monitoring.services.periodic import schedule_process
 from webapp.monitoring.services.rollouts import rollout_retention_apply
 from webapp.monitoring.services.stall import notify_final_state, stall_check
@@ -50,15 +50,9 @@ def after_sync(job: Job, new_points: Iterable[Any]) -> None:
         logger.exception("metric rollup failed for job %s", job.pk)
     try:
         if guard_points:
-            kl_guard_process(job=job, new_points=guard_points)
+            guard_process(job=job, new_points=guard_points)
     except Exception:  # noqa: BLE001 - logged; the next sync tries again
-        logger.exception("KL guard failed for job %s", job.pk)
-    try:
-        if guard_points:
-            job.refresh_from_db()  # the KL guard may have just stopped or restored it
-            guard_rules_process(job=job, new_points=guard_points)
-    except Exception:  # noqa: BLE001 - logged; the next sync tries again
-        logger.exception("guard rules failed for job %s", job.pk)
+        logger.exception("the run guard failed for job %s", job.pk)
     try:
         job.refresh_from_db()
         stall_check(job)

@@ -1,4 +1,5 @@
-"""Monitoring state: the KL guard per job, on-demand checkpoint evaluations, blind pairwise tasks, judges."""
+"""Monitoring state: the run guard per job (health rules, the KL guard among them), on-demand checkpoint
+evaluations, blind pairwise tasks, judges."""
 from __future__ import annotations
 
 from django.conf import settings
@@ -7,21 +8,9 @@ from django.db import models
 from webapp.core.models import Project, TimeStampedModel
 
 
-class KLGuardRecord(models.Model):
-    """The persisted state of a job's KL guard (training.kl_guard.GuardState as JSON)."""
-
-    job = models.OneToOneField("runs.Job", on_delete=models.CASCADE, related_name="kl_guard_record")
-    state = models.JSONField(default=dict)
-    trips = models.PositiveIntegerField(default=0)
-    updated_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"KL guard of job {self.job_id}"
-
-
 class GuardRulesRecord(models.Model):
-    """The persisted run health of a job: its rules' state (training.guard_rules.EngineState as JSON) and
-    whether it is stalled (training.stall)."""
+    """The persisted run health of a job: its rules' state (training.guard_rules.EngineState as JSON, the KL
+    guard's included) and whether it is stalled (training.stall)."""
 
     job = models.OneToOneField("runs.Job", on_delete=models.CASCADE, related_name="guard_rules_record")
     state = models.JSONField(default=dict)

@@ -17,7 +17,6 @@ from webapp.runs.models import Checkpoint, CheckpointStatus, Job, MetricPoint, R
 
 DEFAULT_POINTS = 1500
 MAX_POINTS = 20_000
-MARKER_KINDS = ("checkpoint", "rollback", "kl_guard", "promote", "resume")
 
 
 def job_hp(job: Job) -> dict[str, Any]:

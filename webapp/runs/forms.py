@@ -6,7 +6,7 @@ from typing import Any
 from django import forms
 
 from training import jobconfig as cfg
-from training.guard_rules import ACTIONS, BUILTIN, RuleConfigError, describe, parse_rules
+from training.guard_rules import ACTIONS, BUILTIN, KL_RULE, Rule, RuleConfigError, describe, parse_rules
 from training.presets import DEFAULT_PRESET, PRESETS, preset_choices
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
@@ -35,16 +35,48 @@ def _builtin_entries(config: dict) -> dict[str, dict]:
             if isinstance(e, dict) and e.get("rule") in BUILTIN and not e.get("name")}
 
 
+# The columns of a built-in rule's row on the form (its on/off box comes first): the Rule fields they set.
+RULE_PARTS = ("threshold", "patience", "action", "lr_factor", "kl_coef_factor", "max_restores")
+FACTORS = ("lr_factor", "kl_coef_factor")
+
+
+def _rule_or_default(name: str, entry: dict | None) -> Rule:
+    try:
+        return parse_rules([{**(entry or {}), "rule": name}])[0]
+    except RuleConfigError:  # a stored entry that no longer holds: show the built-in's values
+        return parse_rules([{"rule": name}])[0]
+
+
 def rules_initial(config: dict) -> dict[str, Any]:
-    """Form values of the built-in health rules: on when the config lists them, with their threshold and action."""
+    """Form values of the built-in health rules (the KL guard is "kl"): on when the config lists them enabled,
+    with the values they would run with."""
     out: dict[str, Any] = {}
     entries = _builtin_entries(config)
-    for name, default in BUILTIN.items():
+    for name in BUILTIN:
         entry = entries.get(name)
-        out[f"rule_{name}"] = entry is not None and entry.get("enabled", True) is not False
-        out[f"rule_{name}_threshold"] = (entry or {}).get("threshold", default["threshold"])
-        out[f"rule_{name}_action"] = (entry or {}).get("action", default["action"])
+        rule = _rule_or_default(name, entry)
+        out[f"rule_{name}"] = entry is not None and rule.enabled
+        for part in RULE_PARTS:
+            value = getattr(rule, part)
+            out[f"rule_{name}_{part}"] = "" if value is None else value
     return out
+
+
+def _rule_fields(name: str) -> dict[str, forms.Field]:
+    decimal = forms.TextInput(attrs={"inputmode": "decimal"})
+    return {
+        f"rule_{name}": forms.BooleanField(required=False, label=name),
+        f"rule_{name}_threshold": forms.FloatField(required=False, label=f"{name} threshold", widget=decimal),
+        f"rule_{name}_patience": forms.IntegerField(required=False, min_value=1, max_value=10_000,
+                                                    label=f"{name} patience (steps)"),
+        f"rule_{name}_action": forms.ChoiceField(choices=[(a, a) for a in ACTIONS], required=False,
+                                                 label=f"{name} action"),
+        f"rule_{name}_lr_factor": forms.FloatField(required=False, label=f"{name}: on restore, lr ×", widget=decimal),
+        f"rule_{name}_kl_coef_factor": forms.FloatField(required=False, label=f"{name}: on restore, KL coefficient ×",
+                                                        widget=decimal),
+        f"rule_{name}_max_restores": forms.IntegerField(required=False, min_value=0, max_value=100,
+                                                        label=f"{name}: restores at most"),
+    }
 
 
 HUMAN_EVAL_FIELDS = ("he_every", "he_against", "he_items", "he_dataset_version", "he_split", "he_reward_rise")
@@ -105,11 +137,7 @@ class JobForm(forms.Form):
         for s in cfg.SETTINGS:
             self.fields[s.form_name] = _setting_field(s)
         for name in BUILTIN:
-            self.fields[f"rule_{name}"] = forms.BooleanField(required=False, label=name)
-            self.fields[f"rule_{name}_threshold"] = forms.FloatField(
-                required=False, label=f"{name} threshold", widget=forms.TextInput(attrs={"inputmode": "decimal"}))
-            self.fields[f"rule_{name}_action"] = forms.ChoiceField(choices=[(a, a) for a in ACTIONS],
-                                                                   required=False, label=f"{name} action")
+            self.fields.update(_rule_fields(name))
         self._human_eval_fields(project)
 
     def _human_eval_fields(self, project) -> None:
@@ -142,14 +170,25 @@ class JobForm(forms.Form):
             raw = self.data.get(self.add_prefix(s.form_name))
             if raw is not None and not str(raw).strip():
                 self.add_error(s.form_name, f"{s.label}: a value is required.")
-        for name in BUILTIN:  # a rule that is on must hold with the threshold typed next to it
-            threshold = data.get(f"rule_{name}_threshold")
-            if data.get(f"rule_{name}") and threshold is not None and f"rule_{name}_threshold" not in self.errors:
-                try:
-                    parse_rules([{"rule": name, "threshold": threshold}])
-                except RuleConfigError as exc:
-                    self.add_error(f"rule_{name}_threshold", f"{exc}.")
+        for name in BUILTIN:  # a rule that is on must hold with each value typed in its row
+            if data.get(f"rule_{name}"):
+                self._check_rule_row(name, data)
         return data
+
+    def _check_rule_row(self, name: str, data: dict) -> None:
+        for part in RULE_PARTS:
+            value, field = data.get(f"rule_{name}_{part}"), f"rule_{name}_{part}"
+            if value in (None, "") or field in self.errors:
+                continue
+            try:
+                parse_rules([{"rule": name, part: value}])
+            except RuleConfigError as exc:
+                self.add_error(field, f"{exc}.")
+        if not any(f"rule_{name}_{p}" in self.errors for p in RULE_PARTS):
+            try:
+                parse_rules([self._rule_entry(name, {})])
+            except RuleConfigError as exc:
+                self.add_error(f"rule_{name}_threshold", f"{exc}.")
 
     def human_eval(self) -> dict[str, Any]:
         """config["human_eval"] from the form; {} when the schedule is off."""
@@ -167,28 +206,42 @@ class JobForm(forms.Form):
     def human_eval_rows(self):
         return [self[n] for n in HUMAN_EVAL_FIELDS]
 
-    def rule_rows(self) -> list[tuple[str, str, Any, Any, Any]]:
-        """(name, what it watches by default, on, threshold, action) per built-in rule, for the template."""
+    def rule_rows(self) -> list[tuple[str, str, Any, list]]:
+        """(name, what it watches by default, its on/off box, its other fields) per built-in rule."""
         return [(name, describe(parse_rules([{"rule": name}])[0]), self[f"rule_{name}"],
-                 self[f"rule_{name}_threshold"], self[f"rule_{name}_action"]) for name in BUILTIN]
+                 [self[f"rule_{name}_{part}"] for part in RULE_PARTS]) for name in BUILTIN]
+
+    def _rule_entry(self, name: str, base: dict | None) -> dict[str, Any]:
+        """A built-in rule's declaration: the preset's entry with the values typed in its row that differ from
+        what that entry runs with (so an untouched row keeps the entry as it is)."""
+        entry = {k: v for k, v in (base or {"rule": name}).items() if k != "enabled"}
+        current = _rule_or_default(name, entry)
+        typed = {part: self.cleaned_data.get(f"rule_{name}_{part}") for part in RULE_PARTS}
+        changed = {part for part, value in typed.items()
+                   if value not in (None, "") and value != getattr(current, part)}
+        entry.update({part: typed[part] for part in changed})
+        if changed & set(FACTORS):  # a restore's changes go together: both as the row shows them
+            for part in FACTORS:
+                if typed[part] in (None, ""):
+                    entry.pop(part, None)
+                else:
+                    entry[part] = typed[part]
+        return {**entry, "rule": name}
 
     def guard_rules(self) -> list[dict[str, Any]]:
-        """The preset's health rules with the form's edits: built-ins turned on/off, threshold and action
-        changed (their other fields kept); the preset's own custom rules are kept as they are."""
+        """The preset's health rules with the form's edits: built-ins turned on or off with the values in their
+        row (the preset's KL guard turned off stays listed, off, so that the KL chart keeps its line); the
+        preset's own custom rules are kept as they are."""
         data = self.cleaned_data
         base = cfg.base_config(data.get("kind") or cfg.KINDS[0], data.get("preset") or DEFAULT_PRESET)
         entries = _builtin_entries(base)
         custom = [e for e in base.get("guard_rules") or [] if all(e is not b for b in entries.values())]
         rules = []
         for name in BUILTIN:
-            if not data.get(f"rule_{name}"):
-                continue
-            entry = {k: v for k, v in (entries.get(name) or {"rule": name}).items() if k != "enabled"}
-            if data.get(f"rule_{name}_threshold") is not None:
-                entry["threshold"] = data[f"rule_{name}_threshold"]
-            if data.get(f"rule_{name}_action"):
-                entry["action"] = data[f"rule_{name}_action"]
-            rules.append(entry)
+            if data.get(f"rule_{name}"):
+                rules.append(self._rule_entry(name, entries.get(name)))
+            elif name == KL_RULE and name in entries:  # off, but its threshold stays the KL chart's line
+                rules.append({**self._rule_entry(name, entries[name]), "enabled": False})
         return rules + custom
 
     def setting_groups(self) -> list[tuple[str, list]]:
@@ -229,6 +282,8 @@ class JobForm(forms.Form):
         """Put each plan error next to its field (settings by key, inputs by name)."""
         for key, message in errors.items():
             name = cfg.BY_KEY[key].form_name if key in cfg.BY_KEY else ("he_every" if key == "human_eval" else key)
+            if key.startswith("guard_rules."):  # a rule's action that cannot work (restore without checkpoints)
+                name = f"rule_{key.split('.', 1)[1]}_action"
             if key == "reward_spec" and reward_form is not None:
                 reward_form.add_error(None, message)
             elif name in self.fields:

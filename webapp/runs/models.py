@@ -88,11 +88,11 @@ class Job(TimeStampedModel):
 
 
 class JobAttempt(models.Model):
-    """One launch of a job's training process: the first start, a resume, or a KL-guard restore."""
+    """One launch of a job's training process: the first start, a resume, or a guard rule's restore."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="attempts")
     number = models.PositiveIntegerField()
-    reason = models.CharField(max_length=32, default="start")  # start / resume / kl_guard
+    reason = models.CharField(max_length=32, default="start")  # start / resume / guard_rule
     resume_from = models.CharField(max_length=500, blank=True)
     supervisor_pid = models.IntegerField(null=True, blank=True)
     host = models.CharField(max_length=200, blank=True)
@@ -152,7 +152,7 @@ class Checkpoint(TimeStampedModel):
 
 
 class RunEvent(TimeStampedModel):
-    """Something that happened to a run and belongs on its curves: state change, checkpoint, rollback, KL guard."""
+    """Something that happened to a run and belongs on its curves: state change, checkpoint, rollback, guard rule."""
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
     kind = models.CharField(max_length=32, db_index=True)

@@ -203,8 +203,8 @@ def job_clone(request, slug, pk):
                "dataset_version": job.dataset_version_id, "base_model": job.base_model_id,
                "teacher_model": job.teacher_model_id,
                "include_unreviewed": bool((job.config or {}).get("include_unreviewed")),
-               **settings_initial({**cfg.base_config(job.kind, job.preset),
-                                   **{k: v for k, v in (job.config or {}).items() if k in ("hp", "verl", "kl_guard")}})}
+               **settings_initial({**cfg.base_config(job.kind, job.preset), **{
+                   k: v for k, v in (job.config or {}).items() if k in ("hp", "verl", "guard_rules")}})}
     form, reward_form = _forms(request, access.project, initial=initial, reward_initial=job.reward_spec)
     return _render_form(request, access, form, reward_form, clone_of=job)
 

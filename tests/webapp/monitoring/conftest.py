@@ -15,9 +15,10 @@ T0 = 1_760_000_000.0
 
 
 def default_config(**guard) -> dict:
+    """A GRPO run's config with the KL guard on (the health rule "kl": restore with half the lr)."""
     return {"hp": {"lr": 1e-3, "kl_coef": 0.02, "keep_last_k": 2, "save_freq": 5, "test_freq": 5},
-            "kl_guard": {"enabled": True, "metric": "actor/kl_loss", "threshold": 0.1, "patience": 2,
-                         "action": "restore", "lr_factor": 0.5, "max_rollbacks": 2, **guard}}
+            "guard_rules": [{"rule": "kl", "threshold": 0.1, "patience": 2, "action": "restore", "lr_factor": 0.5,
+                             "max_restores": 2, **guard}]}
 
 
 @pytest.fixture

@@ -89,11 +89,11 @@ def test_live_poll_returns_new_points_events_and_state(make_job, points, viewer,
     job = make_job(last_step=12)
     points(job, KL, [0.1] * 12)
     old = RunEvent.objects.create(job=job, kind="checkpoint", step=5, message="saved step 5")
-    new = RunEvent.objects.create(job=job, kind="kl_guard", step=12, message="KL above 0.1")
+    new = RunEvent.objects.create(job=job, kind="guard_rule", step=12, message="KL above 0.1")
     r = api_for(viewer).get(url(job, "live/"), {"names": KL, "since_step": 10, "since_event": old.pk})
     body = r.json()
     assert body["series"][KL]["step"] == [11, 12]
-    assert [e["id"] for e in body["events"]] == [new.pk] and body["events"][0]["kind"] == "kl_guard"
+    assert [e["id"] for e in body["events"]] == [new.pk] and body["events"][0]["kind"] == "guard_rule"
     assert body["state"] == "running" and body["is_active"] and body["job_last_step"] == 12
 
 

@@ -35,7 +35,8 @@ def test_job_monitor_live_zoom_samples_and_rollback(page, live_server, launched_
     _add(job, KL, kl)
     Job.objects.filter(pk=job.pk).update(last_step=20_000)
     checkpoint(job, 20)
-    RunEvent.objects.create(job=job, kind="kl_guard", step=40, message="KL above 0.1 for 3 steps")
+    RunEvent.objects.create(job=job, kind="guard_rule", step=40, message="kl: KL above 0.1 for 3 steps",
+                            data={"rule": "kl", "metric": KL, "action": "restore"})
     samples(job, 20, [{"input": "2+2=<b>", "output": "4", "score": 1.0, "reference": "5", "reference_score": 0.0,
                        "win": 1.0}])
 
@@ -46,7 +47,7 @@ def test_job_monitor_live_zoom_samples_and_rollback(page, live_server, launched_
     # the spike survives downsampling and the guard threshold is drawn
     assert page.evaluate("Math.max(...document.getElementById('chart-kl').data[0].y)") == pytest.approx(0.9)
     shapes = page.evaluate("document.getElementById('chart-kl').layout.shapes.map(s => s.y0)")
-    assert job.config["kl_guard"]["threshold"] in shapes  # the guard's threshold line
+    assert job.config["guard_rules"][0]["threshold"] in shapes  # the KL guard's threshold line
     full = _trace_len(page, "chart-kl")
     assert full < 3000
     shot(page, "curves")

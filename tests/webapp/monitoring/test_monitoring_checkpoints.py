@@ -114,12 +114,14 @@ def test_rollback_can_stop_the_parent_and_refuses_bad_steps(launched_job, checkp
 
 
 def test_protected_steps_cover_promoted_alias_children_and_live_resumes(make_job, checkpoint, project):
-    job = make_job()
+    from tests.webapp.monitoring.conftest import default_config
+
+    job = make_job(config={**default_config(), "guard_rules": []})  # the guard's own target: test_monitoring_guard
     c = {s: checkpoint(job, s) for s in (5, 10, 15, 20, 25, 30)}
     Checkpoint.objects.filter(pk=c[5].pk).update(promoted=True)
     Project.objects.filter(pk=project.pk).update(active_checkpoint=c[10])
     make_job("child", parent=job, resume_checkpoint=c[15])
-    JobAttempt.objects.create(job=job, number=2, reason="kl_guard", resume_from=c[20].path, state=JobState.RUNNING)
+    JobAttempt.objects.create(job=job, number=2, reason="guard_rule", resume_from=c[20].path, state=JobState.RUNNING)
     assert protected_steps(job) == {5, 10, 15, 20}
     assert write_protected(job) == {5, 10, 15, 20}
     assert json.loads((Path(job.run_dir) / "checkpoints" / "protected.json").read_text()) == [5, 10, 15, 20]

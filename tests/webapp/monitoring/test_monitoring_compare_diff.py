@@ -33,7 +33,7 @@ def test_differences_split_rows_and_labels_carry_only_what_differs():
 
 
 def _config(lr: float) -> dict:
-    return {"hp": {"lr": lr, "kl_coef": 0.02, "seed": 1}, "kl_guard": {"enabled": False, "metric": "actor/kl_loss"}}
+    return {"hp": {"lr": lr, "kl_coef": 0.02, "seed": 1}, "guard_rules": [{"rule": "kl", "enabled": False}]}
 
 
 def test_compare_page_and_api_show_the_differing_settings_and_distinct_labels(make_job, points, viewer, as_user,

@@ -41,14 +41,14 @@ def test_guard_restores_a_real_run_which_continues(page, live_server, project, e
                                                   celery_worker_proc, celery_beat_proc, stop_runs, shot):  # noqa: F811
     from webapp.runs.services import job_create
 
-    guard = {"enabled": True, "threshold": 0.1, "patience": 2, "action": "restore", "lr_factor": 0.25,
-             "kl_factor": None, "max_rollbacks": 1}
+    guard = {"rule": "kl", "threshold": 0.1, "patience": 2, "action": "restore", "lr_factor": 0.25,
+             "max_restores": 1}
     job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
                      hp_overrides={"max_steps": 60, "save_freq": 2, "test_freq": 0, "lr": LR,
-                                   "keep_last_k": 50, "kl_guard": guard},
+                                   "keep_last_k": 50, "guard_rules": [guard]},
                      include_unreviewed=True, **job_inputs(project, demo_model_dir))
     try:
-        trip = _wait(lambda: RunEvent.objects.filter(job=job, kind="kl_guard", data__action="restore").first(),
+        trip = _wait(lambda: RunEvent.objects.filter(job=job, kind="guard_rule", data__action="restore").first(),
                      "the guard to restore")
     except AssertionError:
         job.refresh_from_db()
@@ -64,7 +64,7 @@ def test_guard_restores_a_real_run_which_continues(page, live_server, project, e
     # the run continues from the restored checkpoint: attempt 2 logs the step after it, with the new lr
     # (the event is committed by the sync; the new attempt is recorded just after it, by the resume)
     attempt = _wait(lambda: JobAttempt.objects.filter(job=job, number=2).first(), "the restored attempt", 60)
-    assert attempt.reason == "kl_guard" and attempt.resume_from.endswith(f"global_step_{to_step}")
+    assert attempt.reason == "guard_rule" and attempt.resume_from.endswith(f"global_step_{to_step}")
     try:
         point = _wait(lambda: MetricPoint.objects.filter(job=job, attempt=2, step=to_step + 1,
                                                          name="actor/lr").first(), "the restored attempt's first step")
@@ -78,7 +78,7 @@ def test_guard_restores_a_real_run_which_continues(page, live_server, project, e
 
     login(page, live_server, "erin", PASSWORD)
     page.goto(f"{live_server.url}/p/acme/jobs/{job.pk}/")
-    page.wait_for_function("(document.getElementById('chart-kl')?.data || []).some(t => t.name === 'KL guard')")
+    page.wait_for_function("(document.getElementById('chart-kl')?.data || []).some(t => t.name === 'health rule')")
     shot(page, "kl-guard-on-the-curve")
     page.click("#tab-history")
     assert "restoring step" in page.inner_text("#mon-history")

@@ -20,7 +20,6 @@ pytestmark = pytest.mark.django_db
 
 def _rules(job: Job, *rules) -> Job:
     cfg = dict(job.config)
-    cfg["kl_guard"] = {**(cfg.get("kl_guard") or {}), "enabled": False}
     cfg["guard_rules"] = list(rules)
     Job.objects.filter(pk=job.pk).update(config=cfg)
     job.refresh_from_db()
@@ -125,10 +124,13 @@ def test_the_run_page_and_the_live_poll_show_each_rules_state(make_job, points, 
     assert trip and trip[0]["data"]["metric"] == "actor/kl_loss" and trip[0]["step"] == 2
 
 
-def test_the_kl_chart_draws_a_kl_rules_threshold_when_the_kl_guard_is_off():
-    config = {"kl_guard": {"enabled": False, "threshold": 2.0}, "guard_rules": [{"rule": "kl", "threshold": 0.3}]}
-    kl = next(c for c in default_charts("grpo", ["actor/kl_loss"], config) if c["id"] == "kl")
-    assert kl["threshold"] == {"value": 0.3, "label": "rule kl: 0.3"}
-    config["kl_guard"]["enabled"] = True  # the guard's own line wins when it is on
-    kl = next(c for c in default_charts("grpo", ["actor/kl_loss"], config) if c["id"] == "kl")
-    assert kl["threshold"]["value"] == 2.0
+def test_the_kl_chart_draws_the_kl_guards_threshold_on_or_off():
+    def line(config):
+        return next(c for c in default_charts("grpo", ["actor/kl_loss"], config) if c["id"] == "kl")["threshold"]
+
+    assert line({"guard_rules": [{"rule": "kl", "threshold": 0.3}]}) == {"value": 0.3, "label": "KL guard 0.3"}
+    off = {"guard_rules": [{"rule": "kl", "enabled": False, "threshold": 2.0}]}
+    assert line(off) == {"value": 2.0, "label": "KL threshold 2 (guard off)"}
+    custom = {"guard_rules": [{"name": "tight", "metric": "actor/kl_loss", "condition": "above", "threshold": 0.05}]}
+    assert line(custom) == {"value": 0.05, "label": "rule tight: 0.05"}
+    assert line({})["label"] == "KL threshold 0.1 (guard off)"

@@ -8,7 +8,9 @@ pytestmark = pytest.mark.django_db
 
 
 def test_engineers_set_a_runs_rules_viewers_only_read_them(make_job, viewer, engineer, api_for):
-    job = make_job()
+    from tests.webapp.monitoring.conftest import default_config
+
+    job = make_job(config={**default_config(), "guard_rules": []})
     url = f"/api/projects/{job.project.slug}/monitor/jobs/{job.pk}/guard-rules/"
     body = api_for(viewer).get(url).json()
     assert body["guard_rules"] == [] and "entropy_collapse" in body["builtin"]

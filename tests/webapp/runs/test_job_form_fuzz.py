@@ -11,7 +11,7 @@ import pytest
 
 from training.guard_rules import BUILTIN
 from training.hparams import SETTINGS
-from webapp.runs.forms import HUMAN_EVAL_FIELDS
+from webapp.runs.forms import HUMAN_EVAL_FIELDS, RULE_PARTS
 from webapp.runs.models import Job
 
 pytestmark = pytest.mark.django_db
@@ -23,11 +23,11 @@ VALUES = (ZERO, NEGATIVE, HUGE, TEXT, EMPTY)
 FREE_TEXT = {"name", "lora_targets"}  # any of VALUES is a possible name
 ZERO_OK = FREE_TEXT | {"save_freq", "test_freq", "warmup_steps", "weight_decay", "entropy_coeff", "kl_coef", "seed",
                        "lora_rank", "lora_alpha", "distill_alpha", "he_every", "he_reward_rise",
-                       "kl_guard_max_rollbacks", "overlong_prompt_warn"}
+                       "overlong_prompt_warn"} | {f"rule_{n}_max_restores" for n in BUILTIN}
 TEXT_OK = HUGE_OK = NEGATIVE_OK = FREE_TEXT
 EMPTY_OK = {"name", "teacher_model", "he_every", "he_against", "he_items", "he_dataset_version", "he_split",
             "he_reward_rise"} | {s.form_name for s in SETTINGS if s.optional} \
-    | {f"rule_{n}_threshold" for n in BUILTIN} | {f"rule_{n}_action" for n in BUILTIN}
+    | {f"rule_{n}_{part}" for n in BUILTIN for part in RULE_PARTS}
 SKIP = {"include_unreviewed"} | {s.form_name for s in SETTINGS if s.type == "bool"} | {f"rule_{n}" for n in BUILTIN}
 
 
@@ -51,7 +51,7 @@ def field_groups(project) -> list[tuple[str, str, list[str], dict]]:
         fields = [s.form_name for s in SETTINGS if s.offered(kind, backend) and s.form_name not in seen | SKIP]
         seen |= set(fields)
         groups.append((kind, backend, fields, {}))
-    rules = [f"rule_{n}_{part}" for n in BUILTIN for part in ("threshold", "action")]
+    rules = [f"rule_{n}_{part}" for n in BUILTIN for part in RULE_PARTS]
     groups.append(("grpo", "local", rules, {f"rule_{n}": "on" for n in BUILTIN}))
     groups.append(("grpo", "local", ["he_every"], {}))
     groups.append(("grpo", "local", [f for f in HUMAN_EVAL_FIELDS if f != "he_every"], {"he_every": 2}))

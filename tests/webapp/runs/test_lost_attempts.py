@@ -144,7 +144,7 @@ def test_a_guard_restore_never_launches_beside_a_stalled_trainer(project, engine
         (adir / "heartbeat").write_text(json.dumps({"time": time.time() - 600, "pid": trainer.pid}))
         ckpt = Path(job.run_dir) / "checkpoints" / "global_step_5"
         ckpt.mkdir(parents=True)
-        attempt = job_resume(job=job, user=engineer, reason="kl_guard", checkpoint=job.checkpoints.create(
+        attempt = job_resume(job=job, user=engineer, reason="guard_rule", checkpoint=job.checkpoints.create(
             step=5, path=str(ckpt)))
         assert job_launch(job.pk) == "launched" and len(fake_supervisor) == 2
         assert trainer.wait(timeout=10) == -signal.SIGKILL  # stopped before attempt 2 started

@@ -19,7 +19,7 @@ def test_product_defaults_are_the_issue_values():
     assert DEFAULT_HP["lr"] == 1e-6 and DEFAULT_HP["kl_coef"] == 0.02 and DEFAULT_HP["batch_size"] == 64
     assert DEFAULT_HP["epochs"] == 3 and DEFAULT_HP["max_seq_len"] == 2048
     assert DEFAULT_HP["distill_temperature"] == 2.0 and DEFAULT_HP["distill_alpha"] == 0.5
-    assert cfg["kl_guard"]["threshold"] == 0.1
+    assert cfg["guard_rules"] == [{"rule": "kl"}]  # the KL guard: above 0.1 restores
     assert errors == {} and warnings == {}
 
 
@@ -59,9 +59,9 @@ def test_every_preset_is_valid_for_its_backend():
     ({"device": "cpu", "verl.rollout_engine": "vllm"}, "verl", "verl.rollout_engine", "vLLM needs CUDA GPUs"),
     ({"device": "cpu", "lora.rank": 8}, "verl", "lora.rank", "CPU rollout syncs full weights"),
     ({"device": "cpu", "verl.nnodes": 2}, "verl", "verl.nnodes", "one machine"),
-    ({"kl_guard.enabled": True, "kl_guard.lr_factor": 2}, "local", "kl_guard.lr_factor", "between 0 and 1"),
-    ({"kl_guard.enabled": "on", "kl_guard.action": "restore", "save_freq": 0}, "local", "kl_guard.action",
-     "needs checkpoints"),
+    ({"guard_rules": [{"rule": "kl", "lr_factor": 2}]}, "local", "guard_rules", "lr_factor must be in (0, 1)"),
+    ({"guard_rules": [{"rule": "kl", "action": "restore"}], "save_freq": 0}, "local", "guard_rules.kl",
+     "saves none"),
     ({"lora.rank": "four"}, "local", "lora.rank", "whole number"),
     ({"nonsense": 1}, "local", "nonsense", "Unknown setting"),
 ])
@@ -123,9 +123,8 @@ def test_optional_settings_accept_blank_and_none():
 
 
 def test_flatten_and_parse_set_args():
-    assert flatten_overrides({"hp": {"lr": 1}, "lora": {"rank": 2}, "kl_guard_threshold": 0.3,
-                              "verl.nnodes": 2}) == {"lr": 1, "lora.rank": 2, "kl_guard.threshold": 0.3,
-                                                     "verl.nnodes": 2}
+    assert flatten_overrides({"hp": {"lr": 1}, "lora": {"rank": 2}, "verl_nnodes": 3}) == {
+        "lr": 1, "lora.rank": 2, "verl.nnodes": 3}
     assert parse_set_args(["lr=1e-5", "lora.targets=q_proj,v_proj"]) == {"lr": "1e-5",
                                                                           "lora.targets": "q_proj,v_proj"}
     with pytest.raises(ValueError, match="key=value"):
@@ -140,7 +139,7 @@ def test_every_setting_has_a_default():
         for part in s.path[:-1]:
             node = node[part]
         assert s.path[-1] in node, s.key
-    assert BY_KEY["kl_guard.threshold"].form_name == "kl_guard_threshold"
+    assert BY_KEY["verl.nnodes"].form_name == "verl_nnodes"
 
 
 @pytest.mark.parametrize("overrides, field, words", [
@@ -186,8 +185,7 @@ def test_presets_name_only_schema_settings_and_defaults_come_from_the_schema():
         layers = [preset.get("hp") or {}, *(preset.get("kinds") or {}).values()]
         keys = [k for layer in layers for k, v in layer.items() for k in ([f"lora.{x}" for x in v] if k == "lora"
                                                                            else [k])]
-        for section in ("verl", "kl_guard"):
-            keys += [f"{section}.{k}" for k in preset.get(section) or {}]
+        keys += [f"verl.{k}" for k in preset.get("verl") or {}]
         assert all(k in SCHEMA for k in keys), (name, [k for k in keys if k not in SCHEMA])
     local = HParams()
     for key, value in defaults("hp").items():

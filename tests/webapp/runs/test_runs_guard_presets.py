@@ -1,9 +1,10 @@
-"""Guard defaults in the presets: GPU presets restore on KL > 0.1; the guarded demo declares rules that parse."""
+"""Guard defaults in the presets: the KL guard is the health rule "kl"; GPU presets restore on KL > 0.1, demo-cpu
+keeps it off (its line at 2); the guarded demo declares rules that parse."""
 from __future__ import annotations
 
 import pytest
 
-from training.guard_rules import parse_rules
+from training.guard_rules import kl_rule, parse_rules
 from training.jobconfig import PRESETS, resolve_config
 
 
@@ -11,14 +12,17 @@ from training.jobconfig import PRESETS, resolve_config
 def test_gpu_presets_restore_the_last_checkpoint_when_kl_passes_0_1(preset):
     cfg, errors, _ = resolve_config("grpo", preset, {}, backend="verl")
     assert not errors
-    guard = cfg["kl_guard"]
-    assert (guard["enabled"], guard["threshold"], guard["action"]) == (True, 0.1, "restore")
-    assert guard["lr_factor"] or guard["kl_factor"]
+    guard = kl_rule(cfg["guard_rules"])
+    assert (guard.name, guard.enabled, guard.threshold, guard.patience, guard.action) == ("kl", True, 0.1, 3,
+                                                                                          "restore")
+    assert guard.lr_factor == 0.5 and guard.max_restores == 2
 
 
-def test_plain_demo_has_no_rules_and_the_guarded_demo_declares_a_restoring_kl_rule():
+def test_plain_demo_keeps_the_kl_guard_off_and_the_guarded_demo_declares_a_restoring_kl_rule():
     plain, errors, _ = resolve_config("grpo", "demo-cpu", {})
-    assert not errors and not plain.get("guard_rules") and not plain["kl_guard"]["enabled"]
+    guard = kl_rule(plain["guard_rules"])
+    assert not errors and (guard.enabled, guard.threshold) == (False, 2.0)
+    assert [r.name for r in parse_rules(plain["guard_rules"])] == ["kl"]
     cfg, errors, _ = resolve_config("grpo", "demo-cpu-guarded", {})
     assert not errors
     rules = {r.name: r for r in parse_rules(cfg["guard_rules"])}

@@ -211,8 +211,8 @@ def test_restore_on_a_running_job_waits_for_the_old_attempt(project, engineer, p
     a1 = Path(job.run_dir) / "attempts" / "1"
     (a1 / "heartbeat").write_text(json.dumps({"time": _time.time(), "pid": 1}))
     ck = _checkpoint(job, 5)
-    attempt = job_resume(job=job, user=engineer, reason="kl_guard", checkpoint=ck, hp_overrides={"lr": 5e-4})
-    assert attempt.number == 2 and attempt.reason == "kl_guard"
+    attempt = job_resume(job=job, user=engineer, reason="guard_rule", checkpoint=ck, hp_overrides={"lr": 5e-4})
+    assert attempt.number == 2 and attempt.reason == "guard_rule"
     assert (a1 / "CANCEL").exists()
     assert job_launch(job.pk) == "deferred"  # attempt 1 is still alive
     assert no_enqueue[-1] == (job.pk, "cpu", 2) and len(fake_supervisor) == 1

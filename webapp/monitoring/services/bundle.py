@@ -41,7 +41,7 @@ LOG_TAIL_MB = 20  # of each attempt's log: the end is what explains a hang
 SAMPLE_FILE_MB = 20  # of each step's rollout dump
 MAX_MB = 512  # the whole bundle
 MAX_SAMPLE_STEPS = 50
-GUARD_KINDS = ("guard_rule", "kl_guard", "stalled", "stall_cleared")
+GUARD_KINDS = ("guard_rule", "stalled", "stall_cleared")
 
 
 # -- what is secret ----------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def _history(z: _Zip, job: Job) -> None:
     z.json("history/events.json", events)
     record = GuardRulesRecord.objects.filter(job=job).first()
     z.json("history/guard.json", {
-        "rules": (job.config or {}).get("guard_rules"), "kl_guard": (job.config or {}).get("kl_guard"),
+        "rules": (job.config or {}).get("guard_rules"),
         "stall": (job.config or {}).get("stall"),
         "trips": [e for e in events if e["kind"] in GUARD_KINDS],
         "state": None if record is None else {"trips": record.trips, "engine": record.state,

@@ -16,6 +16,7 @@ from training.rundir import RunDir, write_atomic
 from webapp.core.audit import audit
 from webapp.core.models import AuditLog, Project
 from webapp.core.services import ApplicationError
+from webapp.monitoring.services.guard import restore_target
 from webapp.runs.models import (
     ACTIVE_STATES,
     FINAL_STATES,
@@ -216,9 +217,9 @@ def protected_steps(job: Job) -> set[int]:
     steps |= set(ckpts.filter(resumed_jobs__isnull=False).values_list("step", flat=True))
     steps |= set(ckpts.filter(evaluations__status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING])
                  .values_list("step", flat=True))
-    steps |= _guard_target(job)
+    steps |= restore_target(job)  # where the run guard would go back to: the trainer must not delete it
     steps |= _human_eval_steps(job)
-    if job.run_dir:  # a live attempt (a resume or a KL-guard restore) reading one of our folders
+    if job.run_dir:  # a live attempt (a resume or a guard's restore) reading one of our folders
         prefix = str(RunDir(job.run_dir).checkpoints) + os.sep
         for path in JobAttempt.objects.filter(resume_from__startswith=prefix, job__state__in=ACTIVE_STATES) \
                 .values_list("resume_from", flat=True):
@@ -245,20 +246,6 @@ def _human_eval_steps(job: Job) -> set[int]:
         if last is not None:
             steps.add(last)
     return steps
-
-
-def _guard_target(job: Job) -> set[int]:
-    """The checkpoint a KL-guard restore would go back to: the trainer must not delete it meanwhile."""
-    from training.kl_guard import restore_target
-    from webapp.monitoring.services.guard import checkpoint_candidates, guard_config
-
-    cfg = guard_config(job)
-    if cfg is None or cfg.action != "restore" or job.state not in ACTIVE_STATES:
-        return set()
-    candidates = checkpoint_candidates(job, cfg.metric)
-    target = restore_target({s: kl for s, (c, kl) in candidates.items() if c.job_id == job.pk}, cfg.threshold,
-                            before=2**62)
-    return set() if target is None else {target}
 
 
 def write_protected(job: Job) -> set[int]:

@@ -1,4 +1,11 @@
-"""Run the KL guard (training.kl_guard) on newly ingested points and act on its decisions."""
+"""The run guard: the job's health rules (training.guard_rules, the KL guard among them) on newly ingested
+points, and the actions they decide.
+
+Rules are declared per job in `job.config["guard_rules"]` (a list; presets may fill it: the built-in "kl"
+rule is the KL guard). Every trip leaves a "guard_rule" run event (a marker on the rule's chart and a line in
+the history), a notification and an audit entry; stop cancels the run, restore resumes it from the chosen
+checkpoint with the new settings, branch starts a child run from it while this run continues.
+"""
 from __future__ import annotations
 
 import logging
@@ -7,99 +14,148 @@ from typing import Any
 
 from django.db import transaction
 
-from training.kl_guard import RESTORE, Decision, GuardConfig, GuardConfigError, GuardState, KLGuard
+from training.guard_rules import (
+    BRANCH,
+    RESTORE,
+    STOP,
+    WARN,
+    Decision,
+    EngineState,
+    Rule,
+    RuleConfigError,
+    RuleEngine,
+    parse_rules,
+)
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
-from webapp.monitoring.models import KLGuardRecord
+from webapp.monitoring.models import GuardRulesRecord
 from webapp.notifications.services import notify
-from webapp.runs.models import ACTIVE_STATES, Checkpoint, CheckpointStatus, Job, MetricPoint, RunEvent
+from webapp.runs.models import ACTIVE_STATES, Checkpoint, CheckpointStatus, Job, RunEvent
 from webapp.runs.services import launch
 
 logger = logging.getLogger(__name__)
+EVENT_KIND = "guard_rule"
 
 
-def guard_config(job: Job) -> GuardConfig | None:
-    """The job's guard config, or None when it has none, it is off, or it is invalid (logged)."""
-    raw = (job.config or {}).get("kl_guard")
-    if not isinstance(raw, dict):
-        return None
+def job_rules(job: Job) -> list[Rule]:
+    """The job's rules; an invalid declaration (refused at launch, so only from an old job) disables them."""
     try:
-        cfg = GuardConfig.from_dict(raw)
-    except GuardConfigError as exc:
-        logger.warning("job %s: KL guard disabled: %s", job.pk, exc)
-        return None
-    return cfg if cfg.enabled else None
+        return parse_rules((job.config or {}).get("guard_rules"))
+    except RuleConfigError as exc:
+        logger.warning("job %s: guard rules disabled: %s", job.pk, exc)
+        return []
 
 
-def checkpoint_candidates(job: Job, metric: str) -> dict[int, tuple[Checkpoint, float | None]]:
-    """{step: (checkpoint, KL logged at that step)} for the run's checkpoints and the one it resumed from."""
-    ckpts = list(Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE))
+def checkpoint_candidates(job: Job) -> dict[int, Checkpoint]:
+    """{step: checkpoint} a restore may go back to: the run's available checkpoints and the one it resumed from."""
+    out = {c.step: c for c in Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE)}
     if job.resume_checkpoint_id:
-        parent_ckpt = Checkpoint.objects.filter(pk=job.resume_checkpoint_id,
-                                                status=CheckpointStatus.AVAILABLE).first()
-        if parent_ckpt is not None and all(c.step != parent_ckpt.step for c in ckpts):
-            ckpts.append(parent_ckpt)
-    out: dict[int, tuple[Checkpoint, float | None]] = {}
-    for c in ckpts:
-        kl = MetricPoint.objects.filter(job_id=c.job_id, name=metric, step=c.step).values_list(
-            "value", flat=True).first()
-        if kl is None:
-            kl = (c.metrics or {}).get(metric)
-        out[c.step] = (c, float(kl) if isinstance(kl, (int, float)) else None)
+        parent = Checkpoint.objects.filter(pk=job.resume_checkpoint_id, status=CheckpointStatus.AVAILABLE).first()
+        if parent is not None:
+            out.setdefault(parent.step, parent)
     return out
 
 
-def kl_guard_process(*, job: Job, new_points: Iterable[tuple[int, str, Any]]) -> list[Decision]:
-    """Feed the new KL points of an active job to its guard; stop or restore the run when it trips."""
+def _engine(job: Job, rules: list[Rule], record: GuardRulesRecord | None) -> RuleEngine:
+    return RuleEngine(rules, EngineState.from_dict(record.state if record else None))
+
+
+def guard_process(*, job: Job, new_points: Iterable[tuple[int, str, Any]]) -> list[Decision]:
+    """Feed an active job's new points to its rules; record every trip and act on it."""
     from webapp.monitoring.selectors import job_hp
 
-    cfg = guard_config(job)
-    if cfg is None or job.state not in ACTIVE_STATES:
+    rules = job_rules(job)
+    if not any(r.enabled for r in rules) or job.state not in ACTIVE_STATES:
         return []
-    points = sorted(((int(s), v) for s, n, v in new_points if n == cfg.metric), key=lambda p: p[0])
+    points = list(new_points)
     if not points:
         return []
-    candidates = checkpoint_candidates(job, cfg.metric)
+    candidates = checkpoint_candidates(job)
     with transaction.atomic():
-        record, _ = KLGuardRecord.objects.select_for_update().get_or_create(job=job)
-        guard = KLGuard(cfg, GuardState.from_dict(record.state))
-        decisions = guard.feed(points, {s: kl for s, (_c, kl) in candidates.items()}, job_hp(job))
-        record.state = guard.state.to_dict()
+        record, _ = GuardRulesRecord.objects.select_for_update().get_or_create(job=job)
+        engine = _engine(job, rules, record)
+        decisions = engine.feed(points, candidates.keys(), job_hp(job))
+        record.state = engine.state.to_dict()
         record.trips += len(decisions)
         record.save()
-    for decision in decisions:
-        _act(job, cfg, decision, candidates)
+    for d in decisions:
+        _act(job, d, candidates)
     return decisions
 
 
-def _act(job: Job, cfg: GuardConfig, d: Decision, candidates: dict[int, tuple[Checkpoint, float | None]]) -> None:
+def _act(job: Job, d: Decision, candidates: dict[int, Checkpoint]) -> None:
     from webapp.monitoring.selectors import job_hp
 
-    target = candidates[d.to_step][0] if d.action == RESTORE and d.to_step is not None else None
-    data = {**d.to_dict(), "metric": cfg.metric, "threshold": cfg.threshold, "patience": cfg.patience,
-            "checkpoint": target.pk if target else None, "checkpoint_job": target.job_id if target else None}
-    RunEvent.objects.create(job=job, kind="kl_guard", step=d.step, message=d.reason[:500], data=data)
-    notify(job.project, "guard.tripped", job=job, message=d.reason,
-           data={"rule": "kl_guard", "action": d.action, "step": d.step, "to_step": d.to_step})
-    hp_before = {k: job_hp(job).get(k) for k in d.hp}
-    audit(actor=None, action=f"kl_guard.{d.action}", project=job.project, obj=job, summary=d.reason,
-          before={"step": d.step, "hp": hp_before, "values": d.values},
-          after={"to_step": d.to_step, "hp": d.hp} if target else {"state": "cancelled"})
+    target = candidates.get(d.to_step) if d.action in (RESTORE, BRANCH) and d.to_step is not None else None
+    data = {**d.to_dict(), "checkpoint": target.pk if target else None,
+            "checkpoint_job": target.job_id if target else None}
+    RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step, message=d.reason[:500], data=data)
+    notify(job.project, "guard.tripped", job=job, message=d.reason, data={"rule": d.rule, "action": d.action,
+                                                                           "step": d.step, "to_step": d.to_step})
+    audit(actor=None, action=f"guard_rule.{d.action}", project=job.project, obj=job, summary=d.reason,
+          before={"rule": d.rule, "step": d.step, "values": d.values,
+                  "hp": {k: job_hp(job).get(k) for k in d.hp}},
+          after={"to_step": d.to_step, "hp": d.hp} if target else {"action": d.action})
+    if job.is_attached and d.action != WARN:  # not the app's process: the notification above is all it can do
+        RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step, data={"rule": d.rule, "action": WARN},
+                                message=f"Rule {d.rule} would {d.action} the run; an attached run is only warned about")
+        return
     try:
-        if target is None:
+        if d.action == STOP:
             launch.job_cancel(job=job, user=None)
-        else:  # job_resume stops the running attempt itself, then starts the new one from the checkpoint
-            launch.job_resume(job=job, user=None, reason="kl_guard", checkpoint=target, hp_overrides=d.hp)
+        elif d.action == RESTORE and target is not None:
+            launch.job_resume(job=job, user=None, reason="guard_rule", checkpoint=target, hp_overrides=d.hp)
+        elif d.action == BRANCH and target is not None:
+            launch.job_create_child(parent=job, checkpoint=target, user=None, hp_overrides=d.hp,
+                                    reason="guard_branch")
     except ApplicationError as exc:
-        RunEvent.objects.create(job=job, kind="kl_guard", step=d.step,
-                                message=f"KL guard could not {d.action} the run: {exc.message}"[:500],
-                                data={"error": exc.message})
-        logger.warning("job %s: KL guard %s failed: %s", job.pk, d.action, exc.message)
+        RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step,
+                                message=f"Rule {d.rule} could not {d.action} the run: {exc.message}"[:500],
+                                data={"rule": d.rule, "error": exc.message, "action": WARN})
+        logger.warning("job %s: rule %s %s failed: %s", job.pk, d.rule, d.action, exc.message)
 
 
-def guard_status(job: Job) -> dict[str, Any]:
-    """What the guard is set to and what it has done, for the job page."""
-    cfg = guard_config(job)
-    record = KLGuardRecord.objects.filter(job=job).first()
-    state = GuardState.from_dict(record.state if record else None)
-    return {"config": cfg, "state": state, "trips": record.trips if record else 0}
+def restore_target(job: Job) -> set[int]:
+    """The checkpoint of this run a restore or branch would go back to now: retention must keep it."""
+    rules = [r for r in job_rules(job) if r.enabled and r.action in (RESTORE, BRANCH)]
+    if not rules or job.state not in ACTIVE_STATES:
+        return set()
+    steps = Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE).values_list("step", flat=True)
+    target = _engine(job, rules, GuardRulesRecord.objects.filter(job=job).first()).good_checkpoint(steps)
+    return set() if target is None else {target}
+
+
+def rules_status(job: Job) -> list[dict[str, Any]]:
+    """Each rule that is on with its state (ok / warming_up / tripped), trips and last value, for the run page."""
+    rules = job_rules(job)
+    if not rules:
+        return []
+    return _engine(job, rules, GuardRulesRecord.objects.filter(job=job).first()).statuses()
+
+
+def job_rules_set(*, job: Job, user, rules: Any) -> list[Rule]:
+    """Replace a run's rules (engineers); a rule keeping its name keeps its state (baseline, streak)."""
+    try:
+        parsed = parse_rules(rules)
+    except RuleConfigError as exc:
+        raise ApplicationError(f"Guard rules: {exc}.", field="guard_rules") from None
+    if job.is_attached and any(r.enabled and r.action != WARN for r in parsed):
+        raise ApplicationError("An attached run's rules can only warn: the app does not own its process.",
+                               field="guard_rules")
+    if any(r.enabled and r.action in (RESTORE, BRANCH) for r in parsed) and \
+            not (job.config.get("hp") or {}).get("save_freq"):
+        raise ApplicationError("A restore rule needs checkpoints: this run saves none (save_freq 0).",
+                               field="guard_rules")
+    before = (job.config or {}).get("guard_rules") or []
+    names = ", ".join(r.name for r in parsed if r.enabled) or "none"
+    with transaction.atomic():
+        locked = Job.objects.select_for_update().get(pk=job.pk)
+        locked.config = {**locked.config, "guard_rules": list(rules)}
+        locked.save(update_fields=["config", "updated_at"])
+        RunEvent.objects.create(job=job, kind="config", step=job.last_step, actor=user if user and
+                                user.is_authenticated else None,
+                                message=f"health rules set: {names}"[:500], data={"guard_rules": list(rules)})
+        audit(actor=user, action="job.guard_rules", project=job.project, obj=job,
+              summary=f"Health rules of run #{job.pk}: {names}", before=before, after=list(rules))
+    job.config = locked.config
+    return parsed

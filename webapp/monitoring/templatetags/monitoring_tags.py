@@ -10,8 +10,7 @@ from webapp.core.access import ProjectAccess, user_role
 from webapp.monitoring import charts, selectors, winrates
 from webapp.monitoring.forms import ExportForm, HumanEvalForm, RollbackForm
 from webapp.monitoring.services.checkpoints import checkpoint_is_lora, protected_steps
-from webapp.monitoring.services.guard import guard_status
-from webapp.monitoring.services.health import rules_status
+from webapp.monitoring.services.guard import rules_status
 from webapp.monitoring.services.stall import stall_status
 
 register = template.Library()
@@ -60,11 +59,11 @@ def monitor_panel(context, job) -> dict:
         "access": access, "can_engineer": bool(access and access.can_engineer), "config": config,
         "checkpoints": rows, "table_metrics": [label for _, label in table_metrics],
         "win_columns": [title for _, title in win_columns], "protected": protected,
-        "lineage": selectors.lineage(job), "history": history, "guard": guard_status(job),
+        "lineage": selectors.lineage(job), "history": history,
         "rules": rules_status(job), "stall": stall_status(job),
         "rollback_form": RollbackForm(job=job), "export_form": ExportForm(),
         "human_eval_form": HumanEvalForm(), "hp": selectors.job_hp(job),
-        "kl_threshold": charts.kl_threshold(job.config), "gap": selectors.reward_gap_flags(job),
+        "gap": selectors.reward_gap_flags(job),
     }
 
 

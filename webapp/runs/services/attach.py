@@ -113,8 +113,8 @@ def attach_run(*, project: Project, user, path: str, name: str = "", base_model:
         if plan.errors:
             raise ApplicationError("; ".join(f"{k}: {v}" for k, v in plan.errors.items()), field="base_model")
         rollback = {**plan.config, "include_unreviewed": True}
-    config = {"hp": {**((rollback or {}).get("hp") or {})}, "kl_guard": {"enabled": False},
-              "guard_rules": WARN_RULES, "stall": {"action": "notify"}, "rollback_config": rollback}
+    config = {"hp": {**((rollback or {}).get("hp") or {})}, "guard_rules": WARN_RULES,
+              "stall": {"action": "notify"}, "rollback_config": rollback}
     with transaction.atomic():
         job = Job.objects.create(
             project=project, kind="grpo", backend=backend, state=JobState.RUNNING, preset=preset, config=config,

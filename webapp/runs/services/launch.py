@@ -368,7 +368,7 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
                hp_overrides: dict | None = None) -> JobAttempt:
     """A new attempt in the SAME run dir from `checkpoint` (default: the last one), with optional edits.
 
-    Used after `lost`/`failed` and by the KL guard's restore (which may call it on a running job:
+    Used after `lost`/`failed` and by a guard rule's restore (which may call it on a running job:
     the current attempt is stopped first and the new one starts when it has exited).
     """
     job = Job.objects.select_for_update().select_related("project").get(pk=job.pk)
@@ -399,7 +399,7 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
         if plan.errors:
             raise JobValidationError(plan.errors, plan.warnings)
         before = {k: cfg.get_value(job.config, k) for k in cfg.flatten_overrides(hp_overrides) if k in cfg.BY_KEY}
-        job.config = {**job.config, **{k: plan.config[k] for k in ("hp", "verl", "kl_guard")}}
+        job.config = {**job.config, **{k: plan.config[k] for k in ("hp", "verl")}}
         _event(job, "config", f"settings changed for {reason}", actor=user, before=before,
                after=cfg.flatten_overrides(hp_overrides))
     was_running = job.state == JobState.RUNNING

@@ -258,8 +258,6 @@ def build_spec(*, job_id: Any, kind: str, backend: str, config: dict, base_model
         spec["teacher"] = {"path": teacher_model.location, "name": teacher_model.name}
     if backend == "verl":
         spec["verl"] = dict(config.get("verl") or {})
-    if kind == "grpo":
-        spec["kl_guard"] = dict(config.get("kl_guard") or {})
     spec["resume_from"] = resume_from
     spec["sandbox"] = sandbox_block()
     return JobSpec.from_dict(spec).to_dict()  # typed and versioned: what both backends read

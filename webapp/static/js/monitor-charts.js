@@ -4,7 +4,6 @@
   const EVENT_STYLE = {
     checkpoint: {color: '#8a94a3', symbol: 'triangle-down', dash: 'dot', label: 'checkpoint'},
     rollback: {color: '#c2410c', symbol: 'star', dash: 'dash', label: 'rollback'},
-    kl_guard: {color: '#b42318', symbol: 'x', dash: 'solid', label: 'KL guard'},
     guard_rule: {color: '#b42318', symbol: 'x-thin-open', dash: 'solid', label: 'health rule'},
     promote: {color: '#137333', symbol: 'diamond', dash: 'dash', label: 'promoted'},
     resume: {color: '#9a6700', symbol: 'triangle-right', dash: 'dash', label: 'resume'},

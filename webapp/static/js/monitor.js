@@ -316,7 +316,7 @@
       if (r.events.length) {
         r.events.forEach((e) => { lastEventId = Math.max(lastEventId, e.id); prependHistory(e); });
         events = events.concat(r.events);
-        if (r.events.some((e) => ['kl_guard', 'guard_rule', 'rollback', 'resume', 'evaluation'].includes(e.kind))) {
+        if (r.events.some((e) => ['guard_rule', 'rollback', 'resume', 'evaluation'].includes(e.kind))) {
           reload = true;
           try { marks = (await wb.get(cfg.api + 'events/')).marks; } catch (e) { /* keep the old marks */ }
         }
