@@ -10,14 +10,16 @@ from training.guard_rules import EngineState, RuleEngine, parse_rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("monitoring", "0012_blind_tasks_only")]
-AFTER = [("monitoring", "0013_one_guard")]
+BEFORE = ("monitoring", "0012_blind_tasks_only")
+AFTER = ("monitoring", "0013_one_guard")
 OLD_GUARD = {"enabled": True, "metric": "actor/kl_loss", "threshold": 0.2, "patience": 2, "action": "restore",
              "lr_factor": 0.5, "kl_factor": 2.0, "max_rollbacks": 1}
 
 
-def _migrate(targets):
+def _migrate(node):
+    """Every app at its latest migration but monitoring, which is at `node`; the models as they were there."""
     executor = MigrationExecutor(connection)
+    targets = [n for n in executor.loader.graph.leaf_nodes() if n[0] != "monitoring"] + [node]
     executor.migrate(targets)
     return MigrationExecutor(connection).loader.project_state(targets).apps
 
