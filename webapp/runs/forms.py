@@ -285,7 +285,8 @@ class JobForm(forms.Form):
             if key.startswith("guard_rules."):  # a rule's action that cannot work (restore without checkpoints)
                 name = f"rule_{key.split('.', 1)[1]}_action"
             if key == "reward_spec" and reward_form is not None:
-                reward_form.add_error(None, message)
+                if not reward_form.errors:  # the table's own error says it first
+                    reward_form.add_error(None, message)
             elif name in self.fields:
                 if name not in self.errors:
                     self.add_error(name, message)

@@ -67,16 +67,18 @@ def _forms(request, project, initial=None, reward_initial=None, data=None):
 
 
 def _plan(form: JobForm, reward_form: RewardSpecForm) -> JobPlan | None:
-    """Parse both forms and plan the launch once; every error lands next to its field. None: unparseable."""
-    if not (form.is_valid() & reward_form.is_valid()):
-        inputs_ok = not any(n in form.errors for n in INPUT_FIELDS)
-        if not inputs_ok or reward_form.errors:
-            return None
+    """Parse both forms and plan the launch once; every error lands next to its field, all in one round: a
+    missing dataset or model does not hide the settings' and the reward's errors (the plan reports the
+    missing input itself). None: the kind, backend or preset is unparseable, so nothing can be planned."""
+    form.is_valid()
+    reward_form.is_valid()
+    if any(name in form.errors for name in ("kind", "backend", "preset")):
+        return None
     data = form.cleaned_data
     plan = plan_job(project=form.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
-                    hp_overrides=form.overrides(), dataset_version=data["dataset_version"],
-                    reward_spec=reward_form.cleaned_data["reward_spec"], base_model=data["base_model"],
-                    teacher_model=data.get("teacher_model"), include_unreviewed=data["include_unreviewed"])
+                    hp_overrides=form.overrides(), dataset_version=data.get("dataset_version"),
+                    reward_spec=reward_form.cleaned_data.get("reward_spec"), base_model=data.get("base_model"),
+                    teacher_model=data.get("teacher_model"), include_unreviewed=data.get("include_unreviewed", False))
     form.apply_errors(plan.errors, reward_form)
     return plan
 
