@@ -75,3 +75,44 @@ def test_histogram_counts_are_whole_numbers(page, live_server, project, engineer
     ticks = page.evaluate("[...document.querySelectorAll('[data-histogram] .ytick text')].map((t) => t.textContent)")
     assert _whole_numbers(ticks) and ticks[-1] == "3", ticks
     shot(page, "test-run")
+
+
+OVERLAPS_JS = """() => [...document.querySelectorAll('#mon-charts .js-plotly-plot')].flatMap((div) => {
+  const title = div.querySelector('.g-xtitle text'), legend = div.querySelector('.legend');
+  if (!title || !legend) return [];
+  const a = title.getBoundingClientRect(), b = legend.getBoundingClientRect();
+  const figure = div.querySelector('.main-svg').getBoundingClientRect();
+  // the legend wholly under the axis title, and inside the figure
+  return b.top >= a.bottom && b.bottom <= figure.bottom + 1 ? [] : [[div.id, a.bottom, b.top, b.bottom, figure.bottom]];
+})"""
+
+
+def test_a_child_runs_legend_never_covers_the_x_axis_title(page, live_server, engineer, seeded, shot):
+    """A rolled-back run draws its parent's curve too: the legend has two entries and sat on the axis title."""
+    from webapp.runs.models import Checkpoint, Job, MetricPoint
+
+    parent = seeded.job
+    child = Job.objects.create(project=parent.project, name="child", kind="grpo", state="succeeded",
+                               preset="demo-cpu", config=parent.config, base_model=parent.base_model,
+                               dataset_version=parent.dataset_version, parent=parent, last_step=20,
+                               resume_checkpoint=Checkpoint.objects.get(job=parent, step=10))
+    MetricPoint.objects.bulk_create(MetricPoint(job=child, step=s, name=n, value=0.01 * s, wall_time=1.7e9 + s)
+                                    for s in range(11, 21) for n in ("critic/score/mean", "actor/kl_loss"))
+    login(page, live_server, engineer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/acme/jobs/{child.pk}/", wait_until="domcontentloaded")
+    page.wait_for_function("document.getElementById('chart-reward') && document.getElementById('chart-reward').data"
+                           " && document.getElementById('chart-reward').data.some(t => (t.name || '')"
+                           ".includes('before the branch')) && document.querySelector('#chart-reward .legend')",
+                           timeout=30_000)  # the parent's curve is drawn: the legend has two entries
+    shot(page, "child-charts")
+    assert page.evaluate(OVERLAPS_JS) == []
+    for mode in ("time", "relative"):  # two-line date ticks push the axis title down
+        page.select_option("#mon-xaxis", mode)
+        page.wait_for_function(f"document.getElementById('chart-reward')._fullLayout.xaxis.type === "
+                               f"'{'date' if mode == 'time' else 'linear'}'")
+        shot(page, f"child-charts-{mode}")
+        assert page.evaluate(OVERLAPS_JS) == [], mode
+    page.set_viewport_size({"width": 900, "height": 900})  # one column on a narrow window: the legend wraps
+    page.wait_for_timeout(500)
+    shot(page, "child-charts-narrow")
+    assert page.evaluate(OVERLAPS_JS) == []

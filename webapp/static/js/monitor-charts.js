@@ -68,17 +68,23 @@
     return {shapes, traces};
   }
 
+  // The legend sits in its own strip under the x axis title, placed in pixels (however many lines the ticks
+  // take: dates take two), so it never covers the title.
+  const LEGEND_STRIP = 30;
   function baseLayout(title, opts) {
+    const axis = opts.xmode === 'time' ? 66 : 50;  // tick labels and the axis title under the plot
+    const height = (opts.height || 270) + LEGEND_STRIP, top = 34, bottom = axis + LEGEND_STRIP;
     return {
       title: {text: title, font: {size: 14}, x: 0.01, xanchor: 'left'},
-      margin: {l: 56, r: 12, t: 34, b: 36}, height: opts.height || 270,
+      margin: {l: 56, r: 12, t: top, b: bottom}, height,
       xaxis: {title: {text: xTitle(opts.xmode), font: {size: 11}}, type: opts.xmode === 'time' ? 'date' : 'linear',
               zeroline: false},
       yaxis: {type: opts.log ? 'log' : 'linear', zeroline: false, tickformat: opts.unit === 'rate' ? '.0%' : undefined,
               exponentformat: 'e'},
       yaxis2: {overlaying: 'y', range: [0, 1], visible: false, fixedrange: true},
       hovermode: 'x unified', showlegend: true,
-      legend: {orientation: 'h', y: -0.22, font: {size: 11}},
+      legend: {orientation: 'h', x: 0, xanchor: 'left', y: -axis / (height - top - bottom), yanchor: 'top',
+               font: {size: 11}},
       uirevision: `${opts.xmode}|${opts.log}`,
       paper_bgcolor: '#fff', plot_bgcolor: '#fff',
     };
