@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -33,15 +32,12 @@ class EvaluationError(ValueError):
 
 
 def _hp(raw: dict[str, Any]) -> HParams:
-    """The job's hp with the local backend's defaults for anything missing (unknown keys ignored)."""
-    known = {f.name for f in fields(HParams)}
-    hp = HParams(**{k: v for k, v in (raw or {}).items() if k in known and v is not None})
-    for name in ("max_prompt_length", "max_response_length"):
-        try:
-            setattr(hp, name, int(getattr(hp, name)))
-        except (TypeError, ValueError):
-            raise EvaluationError(f"hp.{name} must be a whole number") from None
-    return hp
+    """The job's hp, typed by the schema, with the defaults for anything missing (the other backend's keys and
+    blanks left out)."""
+    try:
+        return HParams(**{k: v for k, v in (raw or {}).items() if v is not None})
+    except JobError as exc:
+        raise EvaluationError(str(exc)) from None
 
 
 def read_job(run_dir: Path) -> JobSpec:
@@ -93,7 +89,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     from training.local.validation import needs_base_references, reference_texts, validate_generation
     from training.models import resolve_device
 
-    limit = max_rows or hp.val_max_rows
+    limit = max_rows
     seed_everything(hp.seed)
     dev = str(resolve_device(device or hp.device))
     dtype = hp.dtype if dev != "cpu" else "float32"
@@ -114,7 +110,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
                       workers=hp.reward_workers) as scorer:
         metrics = validate_generation(model=None, tok=None, rows=rows, prompts=prompts, scorer=scorer,
                                       references=references, step=step, max_new_tokens=hp.max_response_length,
-                                      run_dir=out.parent, tie_tolerance=hp.tie_tolerance, responses=responses)
+                                      run_dir=out.parent, responses=responses)
     samples_path = RunDir(out.parent).samples("val", step)
     samples = read_jsonl(samples_path)
     summary = winrate.summarize(s.get("win") for s in samples)

@@ -199,6 +199,16 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
     return config, errors, warnings
 
 
+def check_settings(kind: str, backend: str, config: dict) -> tuple[dict[str, str], dict[str, str]]:
+    """(errors, warnings) of a resolved config's settings on their own: the schema's ranges and the checks
+    between settings. What the New job form runs (inside resolve_config), and what the local trainer runs on
+    job.json's hp."""
+    errors: dict[str, str] = {}
+    warnings: dict[str, str] = {}
+    _check_values(kind, backend, config, errors, warnings)
+    return errors, warnings
+
+
 def _err(errors: dict, key: str, message: str) -> None:
     errors.setdefault(key, message)
 

@@ -84,13 +84,13 @@ def test_bad_reward_blocks_are_refused(tmp_path, reward, message):
 
 
 def test_function_components_score_over_a_pool_sized_by_the_jobs_reward_workers(tmp_path):
-    from training.local.config import _hparams
+    from training.local.config import HParams
     from training.sandbox import pool_size
 
     run = _run_dir(tmp_path)
     reward = {"shaping": "raw", "components": [{"type": "function", "path": "reward/exact.py"}]}
     reqs = [RewardRequest("", str(i % 5), "3") for i in range(200)]
-    with RewardScorer(reward, run, workers=_hparams({"reward_workers": 3}).reward_workers) as scorer:
+    with RewardScorer(reward, run, workers=HParams(reward_workers=3).reward_workers) as scorer:
         assert [r.size for r in scorer._runners] == [3]
         assert [r.score for r in scorer.score(reqs)] == [1.0 if i % 5 == 3 else 0.0 for i in range(200)]
         assert len(scorer.slowest) == 5 and all(0 <= i < 200 and ms >= 0 for i, ms in scorer.slowest)

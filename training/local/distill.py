@@ -61,7 +61,7 @@ class DistillTrainer:
         self.optimizer, self.scheduler = make_optimizer(self.model, self.hp)
         self.rows, self.prompts = fit_prompts(read_jsonl(job.train_path), self.tok, self.hp.max_prompt_length,
                                               job.train_path.name)
-        val_rows = read_jsonl(job.val_path)[: self.hp.val_max_rows] if job.val_path else []
+        val_rows = read_jsonl(job.val_path) if job.val_path else []
         self.val_rows, self.val_prompts = fit_prompts(val_rows, self.tok, self.hp.max_prompt_length,
                                                       job.val_path.name) if val_rows else ([], [])
         self._val_refs: list | None = None
@@ -195,7 +195,7 @@ class DistillTrainer:
         return validate_generation(model=self.model, tok=self.tok, rows=self.val_rows, prompts=self.val_prompts,
                                    scorer=self.scorer, references=self._val_refs, step=step,  # type: ignore[arg-type]
                                    max_new_tokens=self.hp.max_response_length, run_dir=self.job.run_dir,
-                                   tie_tolerance=self.hp.tie_tolerance, autocast=self.rt.autocast)
+                                   autocast=self.rt.autocast)
 
     def close(self) -> None:
         return None

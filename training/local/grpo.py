@@ -3,7 +3,8 @@
 One step: sample `group_size` responses per prompt, score them with the RewardScorer, turn
 the outcome scores into group-normalised advantages, and take one clipped-policy-gradient
 update with a `low_var_kl` (k3) penalty to the frozen reference policy. With LoRA the
-reference is the base model with the adapters disabled.
+reference is the base model with the adapters disabled. kl_coef = 0 means no KL term and no reference model
+(VERL's use_kl_loss=False: no reference worker), as on the VERL backend.
 """
 from __future__ import annotations
 
@@ -37,11 +38,10 @@ def actor_config(hp, rollout_n: int, micro_batch: int):
     """The VERL ActorConfig that drives compute_policy_loss_vanilla exactly as on the GPU path."""
     from verl.workers.config import ActorConfig
 
-    high = hp.clip_ratio_high if hp.clip_ratio_high is not None else hp.clip_ratio
     return ActorConfig(strategy="fsdp", rollout_n=rollout_n, ppo_mini_batch_size=hp.batch_size,
                        ppo_micro_batch_size_per_gpu=micro_batch, clip_ratio=hp.clip_ratio,
-                       clip_ratio_low=hp.clip_ratio, clip_ratio_high=high, loss_agg_mode=hp.loss_agg_mode,
-                       use_kl_loss=True, kl_loss_coef=hp.kl_coef, kl_loss_type=hp.kl_loss_type,
+                       clip_ratio_low=hp.clip_ratio, clip_ratio_high=hp.clip_ratio, loss_agg_mode=hp.loss_agg_mode,
+                       use_kl_loss=hp.kl_coef > 0, kl_loss_coef=hp.kl_coef, kl_loss_type=hp.kl_loss_type,
                        entropy_coeff=hp.entropy_coeff)
 
 
@@ -65,9 +65,11 @@ def tied_group_share(scores: torch.Tensor, group_size: int) -> float:
     return guard_rules.tied_group_share(scores.float().view(-1, group_size).tolist()) or 0.0
 
 
-def policy_loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor, advantages: torch.Tensor,
-                mask: torch.Tensor, entropy: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, float]]:
-    """VERL's actor loss: vanilla clipped PG - entropy_coeff * entropy + kl_coef * KL(policy, ref).
+def policy_loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
+                advantages: torch.Tensor, mask: torch.Tensor,
+                entropy: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, float]]:
+    """VERL's actor loss: vanilla clipped PG - entropy_coeff * entropy + kl_coef * KL(policy, ref); without a KL
+    term (`cfg.use_kl_loss` off: kl_coef 0) there is no reference and no KL metric, as in VERL.
 
     `cfg.global_batch_info` must describe the whole batch so micro-batch losses add up to it.
     """
@@ -75,10 +77,14 @@ def policy_loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch
     pg_loss, pg_metrics = core.get_policy_loss_fn("vanilla")(
         old_log_prob=old_logp, log_prob=logp, advantages=advantages, response_mask=mask,
         loss_agg_mode=cfg.loss_agg_mode, config=cfg)
-    kld = core.kl_penalty(logprob=logp, ref_logprob=ref_logp, kl_penalty=cfg.kl_loss_type)
-    kl_loss = core.agg_loss(loss_mat=kld, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **cfg.global_batch_info)
-    loss = pg_loss + cfg.kl_loss_coef * kl_loss
-    metrics = {**pg_metrics, "actor/pg_loss": float(pg_loss.detach()), "actor/kl_loss": float(kl_loss.detach())}
+    loss = pg_loss
+    metrics = {**pg_metrics, "actor/pg_loss": float(pg_loss.detach())}
+    if cfg.use_kl_loss:
+        kld = core.kl_penalty(logprob=logp, ref_logprob=ref_logp, kl_penalty=cfg.kl_loss_type)
+        kl_loss = core.agg_loss(loss_mat=kld, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode,
+                                **cfg.global_batch_info)
+        loss = loss + cfg.kl_loss_coef * kl_loss
+        metrics["actor/kl_loss"] = float(kl_loss.detach())
     if entropy is not None:
         ent = core.agg_loss(loss_mat=entropy, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **cfg.global_batch_info)
         loss = loss - cfg.entropy_coeff * ent
@@ -95,11 +101,12 @@ class GRPOTrainer:
         self.model, self.tok = self.rt.load_policy()
         self.rt.check_context(self.model, self.hp.max_prompt_length + self.hp.max_response_length)
         self.lora = job.lora_rank > 0
-        self.ref = None if self.lora else self.rt.load_frozen(job.model_path)[0]
+        self.use_kl = self.hp.kl_coef > 0  # 0: no KL term, so no reference model is loaded
+        self.ref = self.rt.load_frozen(job.model_path)[0] if self.use_kl and not self.lora else None
         self.optimizer, self.scheduler = make_optimizer(self.model, self.hp)
         self.rows, self.prompts = fit_prompts(read_jsonl(job.train_path), self.tok, self.hp.max_prompt_length,
                                               job.train_path.name)
-        val_rows = read_jsonl(job.val_path)[: self.hp.val_max_rows] if job.val_path else []
+        val_rows = read_jsonl(job.val_path) if job.val_path else []
         self.val_rows, self.val_prompts = fit_prompts(val_rows, self.tok, self.hp.max_prompt_length,
                                                       job.val_path.name) if val_rows else ([], [])
         n_seq = self.hp.batch_size * self.hp.group_size
@@ -109,12 +116,19 @@ class GRPOTrainer:
 
     @contextmanager
     def reference(self) -> Iterator[Any]:
-        """The frozen reference policy: base weights, or the policy with its adapters switched off."""
+        """The frozen reference policy: base weights, or the policy with its adapters switched off. Without a KL
+        term only validation may ask for it (base-model answers as references): loaded for that, then freed."""
         if self.lora:
             with self.model.disable_adapter():
                 yield self.model
-        else:
+        elif self.ref is not None:
             yield self.ref
+        else:
+            base = self.rt.load_frozen(self.job.model_path)[0]
+            try:
+                yield base
+            finally:
+                del base
 
     def _chunks(self, n: int) -> list[slice]:
         return [slice(i, i + self.micro) for i in range(0, n, self.micro)]
@@ -141,11 +155,13 @@ class GRPOTrainer:
         mask = ro.response_mask
         adv = group_advantages(scores, mask, hp.group_size)
         rl = ro.response_len
-        t = time.perf_counter()
-        with torch.no_grad(), self.reference() as ref, self.rt.autocast():
-            ref_logp = torch.cat([token_logprobs(ref, ro.input_ids[s], ro.attention_mask[s], rl, hp.temperature)[0]
-                                  for s in self._chunks(len(scores))])
-        times["timing_s/ref"] = time.perf_counter() - t
+        ref_logp = None
+        if self.use_kl:
+            t = time.perf_counter()
+            with torch.no_grad(), self.reference() as ref, self.rt.autocast():
+                ref_logp = torch.cat([token_logprobs(ref, ro.input_ids[s], ro.attention_mask[s], rl,
+                                                     hp.temperature)[0] for s in self._chunks(len(scores))])
+            times["timing_s/ref"] = time.perf_counter() - t
         t = time.perf_counter()
         self.cfg.global_batch_info.update(
             dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=len(scores),
@@ -161,20 +177,23 @@ class GRPOTrainer:
             policy_logp.append(logp.detach().float())
             policy_ent.append(ent.detach().float())
             # One update per batch: the rollout policy is the current one, so old = current (ratio 1).
-            loss, m = policy_loss(self.cfg, logp, logp.detach(), ref_logp[s], adv[s], mask[s], ent)
+            loss, m = policy_loss(self.cfg, logp, logp.detach(), None if ref_logp is None else ref_logp[s], adv[s],
+                                  mask[s], ent)
             loss.backward()
             for k, v in m.items():
                 # losses are already normalised by the whole batch (sum them); ratios are per chunk (average)
                 w = 1.0 if k in ("actor/pg_loss", "actor/kl_loss", "actor/entropy") else 1.0 / len(chunks)
                 sums[k] = sums.get(k, 0.0) + w * v
-        metrics = {**sums, **optimizer_step(self, hp), "actor/kl_coef": hp.kl_coef}
+        # VERL logs actor/kl_coef (and actor/kl_loss) only with a KL term
+        metrics = {**sums, **optimizer_step(self, hp), **({"actor/kl_coef": hp.kl_coef} if self.use_kl else {})}
         times["timing_s/update_actor"] = time.perf_counter() - t
         lengths = mask.sum(-1)
         train_logp = torch.cat(policy_logp)
         if ro.logprobs is not None:
             metrics.update(probs_diff_metrics(train_logp, ro.logprobs, mask))
         stored = rollout_rows(step=step, prompts=prompts, rows=rows, ro=ro, results=results, names=self.scorer.names,
-                              advantages=adv, logratio=train_logp - ref_logp.float(), tok=self.tok,
+                              advantages=adv, logratio=None if ref_logp is None else train_logp - ref_logp.float(),
+                              tok=self.tok,
                               group_size=hp.group_size, max_response_length=hp.max_response_length,
                               entropy=torch.cat(policy_ent), train_logp=train_logp)
         rollouts.write_step(self.job.run_dir, step, stored)
@@ -215,7 +234,7 @@ class GRPOTrainer:
         return validate_generation(model=self.model, tok=self.tok, rows=self.val_rows, prompts=self.val_prompts,
                                    scorer=self.scorer, references=self._val_refs, step=step,
                                    max_new_tokens=self.hp.max_response_length, run_dir=self.job.run_dir,
-                                   tie_tolerance=self.hp.tie_tolerance, autocast=self.rt.autocast)
+                                   autocast=self.rt.autocast)
 
     def close(self) -> None:
         return None

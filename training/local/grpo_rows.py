@@ -15,7 +15,7 @@ def _r(value: float, digits: int = 4) -> float:
 
 
 def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout, results: list, names: list[str],
-                 advantages: torch.Tensor, logratio: torch.Tensor, tok: Any, group_size: int,
+                 advantages: torch.Tensor, logratio: torch.Tensor | None, tok: Any, group_size: int,
                  max_response_length: int, entropy: torch.Tensor | None = None,
                  train_logp: torch.Tensor | None = None) -> list[dict[str, Any]]:
     """Rows for `samples/rollout/<step>.jsonl`: prompt i owns samples i*n .. i*n+n-1 (uid "<step>:<i>").
@@ -47,7 +47,7 @@ def rollout_rows(*, step: int, prompts: list[str], rows: list[dict], ro: Rollout
             "response_length": length,
             "truncated": length >= max_response_length and (not ids or ids[-1] != tok.eos_token_id),
             "tokens": [text_of[t] for t in ids],
-            "token_logratio": [_r(v) for v in logratio[j, :length].tolist()],
+            **({"token_logratio": [_r(v) for v in logratio[j, :length].tolist()]} if logratio is not None else {}),
             **_token_extras(j, length, entropy, train_logp, ro.logprobs),
         })
     return out

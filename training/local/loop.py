@@ -167,7 +167,7 @@ def run_loop(job: Job, algo: Algorithm, n_rows: int, logger: MetricsLogger) -> i
         if saved_rng is not None:
             set_rng_state(saved_rng)
         print(f"resumed from {job.resume_from} at step {start}", flush=True)
-    elif hp.test_freq > 0 and hp.val_before_train:
+    elif hp.test_freq > 0:
         t0 = time.perf_counter()
         val = algo.validate(0)
         if val:

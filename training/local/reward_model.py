@@ -46,7 +46,7 @@ class RewardModelTrainer:
         self.optimizer, self.scheduler = make_optimizer(self.model, self.hp)
         self.rows = read_jsonl(job.train_path)
         self.pairs = pair_texts(self.rows, self.tok, job.train_path.name)
-        val_rows = read_jsonl(job.val_path)[: self.hp.val_max_rows] if job.val_path else []
+        val_rows = read_jsonl(job.val_path) if job.val_path else []
         self.val_pairs = pair_texts(val_rows, self.tok, job.val_path.name) if val_rows else []
 
     def _rewards(self, pairs: list[tuple[str, str]]) -> tuple[torch.Tensor, torch.Tensor]:

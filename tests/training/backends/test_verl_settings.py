@@ -180,3 +180,15 @@ def test_megatron_with_lora_is_refused_before_verl():
     spec["verl"]["strategy"], spec["hp"]["lora"]["rank"] = "megatron", 8
     with pytest.raises(BackendError, match="Megatron"):
         build_overrides(spec, PATHS, 80, Resume("disable"))
+
+
+def test_kl_coef_zero_means_no_kl_loss_and_no_reference_worker(verl_compose):
+    """kl_coef 0 on VERL: use_kl_loss off, so VERL's own need_reference_policy builds no reference worker (the
+    local trainer loads no reference model: tests/training/local/test_grpo_no_kl.py)."""
+    from verl.trainer.ppo.utils import need_reference_policy
+
+    for kl, wanted in (("0", False), ("0.02", True)):
+        cfg = verl_compose(build_overrides(_spec("kl_coef", kl, {}), PATHS, 80, Resume("disable")))
+        assert cfg.actor_rollout_ref.actor.use_kl_loss is wanted and not cfg.algorithm.use_kl_in_reward
+        assert need_reference_policy(cfg) is wanted
+        assert cfg.actor_rollout_ref.actor.kl_loss_coef == float(kl)

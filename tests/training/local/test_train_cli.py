@@ -23,12 +23,14 @@ def _edit(run: Path, **hp) -> Path:
 
 
 @pytest.mark.parametrize("hp,message", [
-    ({"group_size": 1}, "group_size >= 2"),
-    ({"micro_batch_size": 5}, "not divisible by hp.micro_batch_size"),
-    ({"max_prompt_length": 10, "max_response_length": 10, "max_seq_len": 16}, "exceeds hp.max_seq_len"),
-    ({"lr": 0}, "hp.lr must be > 0"),
-    ({"loss_agg_mode": "mean"}, "hp.loss_agg_mode"),
-    ({"batch_size": "lots"}, "hp.batch_size must be a number"),
+    # the New job form's own messages (training.jobconfig.check_settings), prefixed with the hp key
+    ({"group_size": 1}, "hp.group_size: GRPO needs a group size n of at least 2"),
+    ({"micro_batch_size": 5}, "hp.micro_batch_size: Each update holds 128 sequences"),
+    ({"max_prompt_length": 10, "max_response_length": 10, "max_seq_len": 16}, "hp.max_seq_len: Max sequence length 16 "
+                                                                               "cannot hold"),
+    ({"lr": 0}, "hp.lr: Learning rate must be strictly between 0 and 1"),
+    ({"loss_agg_mode": "mean"}, "hp.loss_agg_mode: must be one of"),
+    ({"batch_size": "lots"}, "hp.batch_size: expected a whole number"),
 ])
 def test_bad_hyperparameters_are_refused(make_run, hp, message):
     run = _edit(make_run("grpo"), **hp)
@@ -71,7 +73,7 @@ def test_cli_exits_2_with_the_message(make_run):
     proc = subprocess.run([sys.executable, "-m", "training.local.train", "--run-dir", str(run)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
-    assert "error: GRPO needs hp.group_size >= 2" in proc.stderr
+    assert "error: hp.group_size: GRPO needs a group size n of at least 2" in proc.stderr
     assert "Traceback" not in proc.stderr
 
 
