@@ -6,9 +6,15 @@ the system temp folder, which on another filesystem is a copy that two readers c
 message is written in full to a side folder and renamed into the queue (a rename is atomic within one
 filesystem), a reader claims it by renaming it into the processed folder (exactly one reader wins), and
 a file that still cannot be decoded is set aside with a log line instead of stopping the worker.
+
+Kombu also keeps each exchange's queue table in a file that it creates empty and then locks and fills: a
+second worker starting at the same moment could read the empty file and die on a JSON error. Here the
+tables change under one lock file and are replaced whole by a rename, so a reader sees an old or a new
+table, never a partial one.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import time
@@ -35,6 +41,57 @@ class Channel(filesystem.Channel):
         folder = self.processed_folder
         os.makedirs(folder, exist_ok=True)
         return folder
+
+    def _read_table(self, file) -> list:
+        try:
+            data = file.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ChannelError(f"Cannot open {file}") from exc
+        return [filesystem.exchange_queue_t(*q) for q in loads(bytes_to_str(data))] if data.strip() else []
+
+    def _change_table(self, exchange, change) -> None:
+        """Apply `change(queues) -> bool` to an exchange's table under the tables' lock; write when it says so."""
+        file = self._exchange_file(exchange)
+        self.control_folder.mkdir(parents=True, exist_ok=True)
+        try:
+            with open(self.control_folder / ".tables.lock", "a") as lock:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+                queues = self._read_table(file)
+                if change(queues):
+                    tmp = file.with_name(f".{file.name}.{uuid.uuid4().hex}")
+                    tmp.write_bytes(str_to_bytes(dumps(queues)))
+                    os.replace(tmp, file)
+        except OSError as exc:
+            raise ChannelError(f"Cannot update {file}") from exc
+
+    def get_table(self, exchange):
+        return self._read_table(self._exchange_file(exchange))
+
+    def _queue_bind(self, exchange, routing_key, pattern, queue):
+        entry = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+
+        def add(queues: list) -> bool:
+            if entry in queues:
+                return False
+            queues.insert(0, entry)
+            return True
+
+        self._change_table(exchange, add)
+
+    def _delete(self, queue, exchange, routing_key, pattern, *args, **kwargs):
+        # The virtual channel's own bookkeeping, then the table (kombu's version rewrites it in place).
+        super(filesystem.Channel, self)._delete(queue, exchange, routing_key, pattern, *args, **kwargs)
+        entry = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+
+        def remove(queues: list) -> bool:
+            if entry not in queues:
+                return False
+            queues.remove(entry)
+            return True
+
+        self._change_table(exchange, remove)
 
     def _put(self, queue, payload, **kwargs):
         # Nanosecond wall-clock names keep FIFO order across processes and restarts.

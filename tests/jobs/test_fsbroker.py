@@ -91,3 +91,37 @@ def test_an_unreadable_message_is_set_aside_and_the_next_one_delivered(tmp_path,
             channel._get("q")
     assert os.listdir(tmp_path / "bad") == [f"{0:020d}_bad.q.msg"]
     assert "unreadable" in caplog.text
+
+
+def _binder(transport: str, root: str, worker: int, start, out) -> None:
+    errors = []
+    with Connection("filesystem://", transport=transport, transport_options=_options(Path(root))) as conn:
+        channel = conn.channel()
+        start.wait(30)
+        for i in range(BIND_ROUNDS):
+            try:  # two workers starting at once declare the same exchange's queues (cpu and usercode)
+                channel._queue_bind(f"x{i}", f"w{worker}", "", f"w{worker}")
+                channel.get_table(f"x{i}")
+            except Exception as exc:
+                errors.append(repr(exc))
+    out.put(errors)
+
+
+BIND_ROUNDS, BINDERS = 60, 4
+
+
+def test_workers_declaring_queues_at_once_see_whole_exchange_tables(tmp_path):
+    ctx = mp.get_context("fork")
+    start, out = ctx.Event(), ctx.Queue()
+    procs = [ctx.Process(target=_binder, args=(TRANSPORT, str(tmp_path), w, start, out)) for w in range(BINDERS)]
+    for proc in procs:
+        proc.start()
+    start.set()
+    errors = [e for _ in procs for e in out.get(timeout=120)]
+    for proc in procs:
+        proc.join(30)
+    assert errors == []
+    with Connection("filesystem://", transport=TRANSPORT, transport_options=_options(tmp_path)) as conn:
+        channel = conn.channel()
+        for i in range(BIND_ROUNDS):
+            assert sorted(q.queue for q in channel.get_table(f"x{i}")) == [f"w{w}" for w in range(BINDERS)]
