@@ -142,15 +142,6 @@ def resolve_model(path: str | Path, base_model: str | Path | None, workdir: Path
     return path, None, tok_dir
 
 
-def load_checkpoint_model(ckpt: Path, base_model: Path, device: str, dtype: str, workdir: Path):
-    """(model, tokenizer) of a checkpoint or model folder, in eval mode; the run's tokenizer, as the trainer resumes."""
-    from training.models import load_model_and_tokenizer, load_tokenizer
-
-    weights, adapter, tok_dir = resolve_model(ckpt, base_model, workdir)
-    model, _ = load_model_and_tokenizer(weights, device, dtype, adapter_path=adapter)
-    return model.eval(), load_tokenizer(tok_dir)
-
-
 # --- choosing an engine ------------------------------------------------------------------------------------
 
 def vllm_available() -> bool:

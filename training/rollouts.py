@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from training.rundir import RunDir, read_jsonl, write_jsonl
+from training.rundir import RunDir, write_jsonl
 
 KIND = "rollout"
 # The optimised total: the mean of the scores that went into the GRPO advantage, on both backends
@@ -171,11 +171,6 @@ def normalize(rows: list[dict[str, Any]], step: int | None = None) -> list[dict[
 def write_step(run_dir: str | Path, step: int, rows: list[dict[str, Any]]) -> Path:
     """Write one step's rows (atomically: a reader never sees half a file)."""
     return write_jsonl(RunDir(run_dir).samples(KIND, step), rows)
-
-
-def read_step(run_dir: str | Path, step: int) -> list[dict[str, Any]]:
-    """One step's rows, normalised (a VERL dump gets its missing keys); [] when the step has none."""
-    return normalize(read_jsonl(RunDir(run_dir).samples(KIND, step)), step)
 
 
 def steps(run_dir: str | Path) -> list[int]:
