@@ -279,19 +279,5 @@ def claim_run_dir(parent: str | Path, label: str) -> RunDir:
     return RunDir(path.resolve())
 
 
-def project_run_dirs(parent: str | Path) -> list[tuple[int, RunDir]]:
-    """The run directories claimed under `parent` with a numeric label (`<job id>-<run id>`), newest job first."""
-    found = []
-    try:
-        entries = list(Path(parent).iterdir())
-    except OSError:
-        return []
-    for path in entries:
-        label, _, run_id = path.name.rpartition("-")
-        if label.isdigit() and run_id and path.is_dir() and not path.is_symlink():
-            found.append((int(label), RunDir(path.resolve())))
-    return sorted(found, key=lambda item: item[0], reverse=True)
-
-
 if __name__ == "__main__":  # prints the layout block of docs/run-directory.md
     print(layout_text(), end="")

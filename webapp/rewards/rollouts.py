@@ -7,18 +7,18 @@ give the reward real responses instead:
 - sampled responses: a registered causal LM of the project answers the first N prompts of a prompt set
   (training.generation), on the worker that runs the test-run.
 
-Runs are found the way the training processes see them, through their files: the run directories under
-`<RUNS_ROOT>/<project slug>/` (`training.rundir.project_run_dirs`), so this app needs no rows of the runs app.
+Runs are the runs app's: it registers how to find a project's run folders (`register_run_finder`, called
+from `RunsConfig.ready` with `webapp.runs.selectors.rollout_run_dirs`), so this app imports nothing of it and
+never walks the runs folder itself.
 """
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from training.generation import GenerationError, load_generator
 from training.ingest import read_samples, sample_steps
-from training.jobspec import JobSpecError, read_spec
-from training.rundir import RunDir, project_run_dirs
+from training.rundir import RunDir
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards import samples as sample_lib
 
@@ -26,37 +26,39 @@ MAX_LISTED_RUNS = 30
 SAMPLE_MAX_NEW_TOKENS = 128
 
 
-def _runs(project) -> list[tuple[int, RunDir]]:
-    return project_run_dirs(project.runs_root)
+# (project, job id or None, at most N) -> [(job id, label, run dir)], newest first; set by the runs app.
+RunFinder = Callable[..., list[tuple[int, str, RunDir]]]
+_finder: RunFinder | None = None
 
 
-def _label(job_id: int, run: RunDir) -> str:
-    try:
-        spec = read_spec(run.path)
-    except (OSError, JobSpecError):
-        return f"#{job_id}"
-    return f"#{job_id} {spec.kind} · {spec.model.name or Path(spec.model.path).name}"
+def register_run_finder(finder: RunFinder) -> None:
+    global _finder
+    _finder = finder
+
+
+def _runs(project, job_id: int | None = None, limit: int | None = None) -> list[tuple[int, str, RunDir]]:
+    return _finder(project, job_id=job_id, limit=limit) if _finder is not None else []
 
 
 def rollout_runs(*, project) -> list[dict[str, Any]]:
     """The project's newest jobs with stored rollouts: [{"id", "label", "steps"}]."""
     out = []
-    for job_id, run in _runs(project)[:MAX_LISTED_RUNS]:
+    for job_id, label, run in _runs(project, limit=MAX_LISTED_RUNS):
         try:
             steps = sample_steps(run.path, "rollout")
         except (OSError, ValueError):
             continue
         if steps:
-            out.append({"id": job_id, "label": f"{_label(job_id, run)} · rollouts of steps {steps[0]}–{steps[-1]}",
-                        "steps": steps})
+            out.append({"id": job_id, "label": f"{label} · rollouts of steps {steps[0]}–{steps[-1]}", "steps": steps})
     return out
 
 
 def rollout_samples(*, project, job_id: int, step: int | None, limit: int) -> tuple[str, list[sample_lib.Sample]]:
     """(origin words, samples) of the first `limit` rows of a job's rollout dump (`step` None: the latest)."""
-    run = dict(_runs(project)).get(job_id)
-    if run is None:
+    found = _runs(project, job_id=job_id)
+    if not found:
         raise sample_lib.SampleError(f"No run #{job_id} with a run directory in this project.")
+    _, label, run = found[0]
     steps = sample_steps(run.path, "rollout")
     if not steps:
         raise sample_lib.SampleError(f"Run #{job_id} has no stored rollouts (samples/rollout/ is empty).")
@@ -75,7 +77,7 @@ def rollout_samples(*, project, job_id: int, step: int | None, limit: int) -> tu
             meta={"stored_score": row.get("score")}))
     if not samples:
         raise sample_lib.SampleError(f"The rollouts of run #{job_id} at step {step} are empty.")
-    return f"run {_label(job_id, run)}, rollouts of step {step}", samples
+    return f"run {label}, rollouts of step {step}", samples
 
 
 def sample_models(*, project):

@@ -22,6 +22,16 @@ def job_list(*, project) -> QuerySet[Job]:
     return Job.objects.filter(project=project).select_related("base_model", "parent", "dataset_version__dataset")
 
 
+def rollout_run_dirs(project, job_id: int | None = None, limit: int | None = None) -> list[tuple[int, str, RunDir]]:
+    """(job id, label, run dir) of the project's runs that have a run directory, newest first (or the one job):
+    where the rewards page finds stored rollouts (registered with it by RunsConfig.ready)."""
+    jobs = Job.objects.filter(project=project).exclude(run_dir="").select_related("base_model").order_by("-pk")
+    if job_id is not None:
+        jobs = jobs.filter(pk=job_id)
+    return [(job.pk, f"#{job.pk} {job.kind}" + (f" · {job.base_model.name}" if job.base_model_id else ""),
+             RunDir(job.run_dir)) for job in jobs[:limit]]
+
+
 def job_get(*, project, pk: int) -> Job | None:
     return job_list(project=project).select_related("teacher_model", "resume_checkpoint", "created_by") \
         .filter(pk=pk).first()

