@@ -38,7 +38,7 @@ def test_character_counts_are_labelled(as_user, project, engineer, tmp_path):
     assert "(4 characters)" in row and "(1 character)" in row and "(1 characters)" not in row
 
 
-def test_review_index_says_not_started_in_one_way(as_user, project, reviewer):
+def test_review_index_says_a_reviewers_queue_in_one_way(as_user, project, reviewer):
     from tests.webapp.review.conftest import make_version
     from webapp.review import services
 
@@ -49,9 +49,10 @@ def test_review_index_says_not_started_in_one_way(as_user, project, reviewer):
     html = as_user(reviewer).get("/p/acme/review/").content.decode()
     for name in ("fresh", "begun"):
         cells = re.findall(r"<td>(.*?)</td>", html.split(f"<td>{name} v1</td>")[1].split("</tr>")[0], re.S)
-        # pairs, decided, conflicts, flagged: numbers either way; "not started" only for the reviewer's own work
+        # pairs, decided, conflicts, flagged: numbers either way; the reviewer's own queue in the same words
+        # whether or not an engineer opened the version first
         assert cells[:4] == ["4", "0", "0", "0"], cells
-        assert "not started" in cells[4]
+        assert cells[4] == "0 done · 4 left", cells
 
 
 @pytest.mark.parametrize(("state", "errors", "words"), [

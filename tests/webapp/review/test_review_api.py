@@ -21,8 +21,8 @@ def test_review_flow_next_submit_prev(api_for, version, reviewer):
     first = api.get(API + f"{version.pk}/next/").json()
     item = first["item"]
     assert item["index"] == 0 and item["my_review"] is None and item["assigned"]
-    assert first["progress"] == {"done": 0, "assigned": 1, "decided": 0, "conflicts": 0, "flagged": 0,
-                                 "total": 8, "reviews": 0}
+    assert first["progress"] == {"done": 0, "assigned": 1, "left": 8, "left_exact": True, "decided": 0,
+                                 "conflicts": 0, "flagged": 0, "total": 8, "reviews": 0}
     # Pick the left response; the server resolves it with the orientation it recorded.
     left_side = item["left"]["side"]
     resp = api.post(API + f"{version.pk}/items/{item['row_id']}/review/", {"choice": "left", "time_ms": 1234},
