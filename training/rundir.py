@@ -25,6 +25,9 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("job.json", "the job spec (see below), rewritten by the web app before each attempt"),
     ("data/train.jsonl", "the pinned rows the job trains on (written by the web app)"),
     ("data/val.jsonl", "the pinned validation rows"),
+    ("data/<split>.parquet", "VERL: the pinned rows in VERL's schema (training.parquet), written by the VERL backend"),
+    ("verl/reward.json", "VERL: the reward wrapper's config (training.backends.verl_reward)"),
+    ("verl/reward_fn.py", "VERL: the entry point VERL's custom_reward_function imports"),
     ("reward/<name>.py", "pinned reward-function sources (one file per function component)"),
     ("attempts/<K>/", "K = 1, 2, ... one folder per launch (fresh start, resume, KL-guard restore)"),
     ("  launch.json", '{"argv": [...], "env": {...}, "cwd": "...", "scratch_dirs": [...]}  written by the web app'),
@@ -40,6 +43,8 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("  exit.json", 'written by the supervisor at the end: {"returncode": int, "cancelled": bool, "ended_at": unix}'),
     ("  stacks/<unix>.txt", "stack dumps of the attempt's processes, taken when a stall is detected"),
     ("", "(training.diagnostics: py-spy, or faulthandler-<pid>.txt where the trainer registered one)"),
+    ("  overrides.txt", "VERL: the attempt's Hydra override list, for humans"),
+    ("  hydra/", "VERL: Hydra's output folder (.hydra/*.yaml: the composed configuration)"),
     ("checkpoints/", "one global_step_N/ folder per save (training.checkpoints)"),
     ("  latest_checkpointed_iteration.txt", '"N", rewritten after every successful save (as VERL does)'),
     ("  protected.json", "steps the web app forbids the trainer to delete (a JSON list)"),
@@ -47,7 +52,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
                                       '"attempt"}'),
     ("samples/val/<step>.jsonl", 'validation samples: {"input", "output", "gts", "score", "step", "reference", ...}'),
     ("samples/rollout/<step>.jsonl", "rollout store: each step's samples (training/rollouts.py), pruned by retention"),
-    ("export/", "HF exports of checkpoints"),
+    ("export/global_step_N/", "HF exports of checkpoints (a download's zip sits beside them)"),
     ("diagnostics/<id>.zip", "diagnostic bundles (webapp/monitoring/services/bundle.py), secrets scrubbed"),
     ("human_evals/<id>/", "a periodic human evaluation: spec.json, pairs.jsonl (training.arena), log.txt"),
     ("judges/<id>/", "an automatic judge: pairs.jsonl, judge.json, result.json (training.judges), log.txt"),
@@ -196,6 +201,14 @@ class AttemptDir:
     def stacks(self) -> Path:
         return self.path / "stacks"
 
+    @property
+    def verl_overrides(self) -> Path:
+        return self.path / "overrides.txt"
+
+    @property
+    def hydra(self) -> Path:
+        return self.path / "hydra"
+
     def create(self) -> AttemptDir:
         self.path.mkdir(parents=True, exist_ok=True)
         return self
@@ -219,9 +232,25 @@ class RunDir:
             raise RunDirError(f"split must be 'train' or 'val', not {split!r}")
         return self.path / "data" / f"{split}.jsonl"
 
+    def parquet(self, split: str) -> Path:
+        """VERL's copy of a pinned split (data/<split>.parquet)."""
+        return self.data(split).with_suffix(".parquet")
+
     @property
     def reward_dir(self) -> Path:
         return self.path / "reward"
+
+    @property
+    def verl_dir(self) -> Path:
+        return self.path / "verl"
+
+    @property
+    def verl_reward_config(self) -> Path:
+        return self.verl_dir / "reward.json"
+
+    @property
+    def verl_reward_module(self) -> Path:
+        return self.verl_dir / "reward_fn.py"
 
     @property
     def attempts_dir(self) -> Path:
@@ -252,6 +281,9 @@ class RunDir:
     @property
     def export(self) -> Path:
         return self.path / "export"
+
+    def export_step(self, step: int) -> Path:
+        return self.export / f"global_step_{int(step)}"
 
     @property
     def diagnostics(self) -> Path:

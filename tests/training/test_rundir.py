@@ -31,10 +31,14 @@ def test_every_path_of_the_layout_has_a_home_in_rundir():
     attempt = run.attempt(3)
     assert {attempt.launch.name, attempt.supervisor_pid.name, attempt.heartbeat.name, attempt.log.name,
             attempt.metrics.name, attempt.cancel.name, attempt.lost.name, attempt.killed.name, attempt.exit.name,
-            f"{attempt.stacks.name}/<unix>.txt"} == \
+            f"{attempt.stacks.name}/<unix>.txt", attempt.verl_overrides.name, f"{attempt.hydra.name}/"} == \
         {p.strip() for p, _ in LAYOUT[[p for p, _ in LAYOUT].index("attempts/<K>/") + 1:
                                       [p for p, _ in LAYOUT].index("checkpoints/")] if p.strip()}
     assert attempt.path == Path("/r/attempts/3") and attempt.number == 3
+    assert run.parquet("train") == Path("/r/data/train.parquet")
+    assert run.export_step(4) == Path("/r/export/global_step_4")
+    assert run.verl_reward_config == Path("/r/verl/reward.json")
+    assert run.verl_reward_module == Path("/r/verl/reward_fn.py")
     assert run.samples("val", 7) == Path("/r/samples/val/7.jsonl") and run.data("val") == Path("/r/data/val.jsonl")
     with pytest.raises(RunDirError, match="attempt must be an integer >= 1"):
         run.attempt(0)

@@ -1,6 +1,6 @@
 """The VERL backend: job spec -> parquet + reward wrapper + `python -m verl.trainer.main_ppo ...`.
 
-`prepare` writes, inside the run directory:
+`prepare` writes, inside the run directory (paths named by `training.rundir.RunDir`):
   data/train.parquet, data/val.parquet   the pinned rows in VERL's schema (training/parquet.py)
   verl/reward.json, verl/reward_fn.py    the reward wrapper config and VERL's entry point
   attempts/<K>/overrides.txt             the override list, for humans
@@ -25,7 +25,6 @@ from training.backends.base import (
     REPO_ROOT,
     BackendError,
     LaunchPlan,
-    attempt_dir,
     base_env,
     check_attempt,
     check_spec,
@@ -182,9 +181,9 @@ class VerlBackend:
     name = "verl"
 
     def _paths(self, run_dir: Path, attempt: int) -> VerlPaths:
-        return VerlPaths(run_dir=run_dir, train_parquet=run_dir / "data" / "train.parquet",
-                         val_parquet=run_dir / "data" / "val.parquet",
-                         reward_module=run_dir / "verl" / "reward_fn.py", attempt=attempt)
+        run = RunDir(run_dir)
+        return VerlPaths(run_dir=run_dir, train_parquet=run.parquet("train"), val_parquet=run.parquet("val"),
+                         reward_module=run.verl_reward_module, attempt=attempt)
 
     def overrides(self, spec: dict[str, Any], run_dir: Path, attempt: int, n_train_rows: int,
                   own_latest: int | None, env_for_ray: dict[str, str] | None = None) -> list[str]:
@@ -228,22 +227,22 @@ class VerlBackend:
         _check_sandbox_limits(cfg["sandbox"])
         with_rm = any(c["type"] == "model" for c in cfg["components"])
         try:
-            parquet.write_verl_parquet(train_rows, run_dir / "data" / "train.parquet", "train",
+            parquet.write_verl_parquet(train_rows, RunDir(run_dir).parquet("train"), "train",
                                        include_prompt_messages=with_rm)
-            parquet.write_verl_parquet(val_rows, run_dir / "data" / "val.parquet", "val",
+            parquet.write_verl_parquet(val_rows, RunDir(run_dir).parquet("val"), "val",
                                        include_prompt_messages=with_rm)
         except parquet.DataFormatError as exc:
             raise BackendError(str(exc)) from None
         self._write_reward(spec, run_dir, cfg)
 
-        adir = attempt_dir(run_dir, attempt)
+        adir = RunDir(run_dir).attempt(check_attempt(attempt)).create()
         env = base_env(run_dir, attempt)
         env["HYDRA_FULL_ERROR"] = "1"  # full tracebacks in log.txt
         if cpu:
             env.update(cpu_env())
         ray_env = {"VERL_FILE_LOGGER_PATH": env["VERL_FILE_LOGGER_PATH"], "WANDB_MODE": "disabled"}
         ov = self.overrides(spec, run_dir, attempt, len(train_rows), own_latest, ray_env)
-        (adir / "overrides.txt").write_text("\n".join(ov) + "\n")
+        adir.verl_overrides.write_text("\n".join(ov) + "\n")
         if nnodes == 1:
             scratch = [ray_temp_dir(run_dir, attempt)] if cpu else []
             return LaunchPlan(argv=[python_executable(), "-m", ENTRY, *ov], env=env, cwd=str(run_dir),
@@ -257,12 +256,11 @@ class VerlBackend:
                           notes=[f"ray job {sub_id}: the run dir must be on storage shared by every node"])
 
     def _write_reward(self, spec: dict[str, Any], run_dir: Path, cfg: dict[str, Any]) -> None:
-        out = run_dir / "verl"
-        out.mkdir(parents=True, exist_ok=True)
-        config_path = out / "reward.json"
-        config_path.write_text(json.dumps(cfg, indent=2))
-        stub = _STUB.format(job_id=spec.get("job_id", ""), root=str(REPO_ROOT), config=str(config_path))
-        (out / "reward_fn.py").write_text(stub)
+        run = RunDir(run_dir)
+        run.verl_dir.mkdir(parents=True, exist_ok=True)
+        run.verl_reward_config.write_text(json.dumps(cfg, indent=2))
+        stub = _STUB.format(job_id=spec.get("job_id", ""), root=str(REPO_ROOT), config=str(run.verl_reward_config))
+        run.verl_reward_module.write_text(stub)
 
     def dry_run(self, spec: dict[str, Any], run_dir: Path) -> str:
         """The command the next attempt would run, without writing anything."""

@@ -73,7 +73,7 @@ def plan_export(spec: dict[str, Any], run_dir: Path, step: int, target_dir: Path
         raise BackendError(f"checkpoint {ckpt} has no actor/ folder (deleted, or not a VERL checkpoint)")
     if not any(actor.glob("model_world_size_*_rank_*.pt")):
         raise BackendError(f"{actor} holds no FSDP model shards")
-    target = Path(target_dir) if target_dir else Path(run_dir).resolve() / "export" / f"global_step_{int(step)}"
+    target = Path(target_dir) if target_dir else RunDir(Path(run_dir).resolve()).export_step(step)
     lora = ((spec.get("hp") or {}).get("lora") or {})
     rank = int(lora.get("rank") or 0)
     alpha = float(lora.get("alpha", 16)) if rank > 0 else None

@@ -73,7 +73,7 @@ class VerlPaths:
 
     @property
     def hydra_dir(self) -> Path:
-        return RunDir(self.run_dir).attempt(self.attempt).path / "hydra"
+        return RunDir(self.run_dir).attempt(self.attempt).hydra
 
 
 @dataclass(frozen=True)

@@ -219,9 +219,9 @@ def _attempts(z: _Zip, run: RunDir) -> None:
             data = read_json(path)
             if data is not None:
                 z.json(f"attempts/{k}/{path.name}", data)
-        if (adir.path / "overrides.txt").is_file():  # VERL: the resolved override list
-            z.file(f"attempts/{k}/overrides.txt", adir.path / "overrides.txt")
-        hydra = adir.path / "hydra" / ".hydra"  # VERL: Hydra's composed configuration
+        if adir.verl_overrides.is_file():  # VERL: the resolved override list
+            z.file(f"attempts/{k}/{adir.verl_overrides.name}", adir.verl_overrides)
+        hydra = adir.hydra / ".hydra"  # VERL: Hydra's composed configuration
         for yaml in sorted(hydra.glob("*.yaml")) if hydra.is_dir() else []:
             z.file(f"attempts/{k}/hydra/{yaml.name}", yaml)
         for dump in saved_stacks(adir.path):

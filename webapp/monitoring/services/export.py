@@ -14,6 +14,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
+from training.rundir import RunDir
 from webapp.core.audit import audit
 from webapp.core.queue import EXPORT_CHECKPOINT, enqueue
 from webapp.core.services import ApplicationError
@@ -30,7 +31,7 @@ def export_variant(checkpoint: Checkpoint, merge_lora: bool) -> str:
 
 
 def _zip_path(checkpoint: Checkpoint, variant: str) -> Path:
-    return Path(checkpoint.job.run_dir) / "export" / f"run{checkpoint.job_id}-step{checkpoint.step}-{variant}.zip"
+    return RunDir(checkpoint.job.run_dir).export / f"run{checkpoint.job_id}-step{checkpoint.step}-{variant}.zip"
 
 
 def export_ready(export: CheckpointExport) -> bool:
