@@ -364,44 +364,50 @@ def coerce(setting: Setting, value: Any) -> Any:
     if isinstance(value, str):
         value = value.strip()
         if value.lower() in ("", "none", "null") and (setting.optional or value == ""):
-            if setting.optional:
-                return None
-            raise ValueError("a value is required")
+            value = None
     if value is None:
         if setting.optional:
             return None
         raise ValueError("a value is required")
     t = setting.type
     if t == "bool":
-        if isinstance(value, bool):
-            return value
-        text = str(value).lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"expected true or false, got {value!r}")
+        return _coerce_bool(value)
     if t in ("int", "float"):
-        what = "a whole number" if t == "int" else "a number"
-        if isinstance(value, bool):
-            raise ValueError(f"expected {what}, got {value!r}")
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"expected {what}, got {value!r}") from None
-        if not math.isfinite(number):
-            raise ValueError(f"expected a finite number, got {value!r}")
-        if t == "int":
-            if number != int(number):
-                raise ValueError(f"expected a whole number, got {value!r}")
-            return int(number)
-        return number
+        return _coerce_number(value, whole=t == "int")
     text = str(value)
     if t == "str" and len(text) > MAX_TEXT:
         raise ValueError(f"at most {MAX_TEXT} characters, got {len(text)}")
     if t == "choice" and text not in setting.choices:
         raise ValueError(f"must be one of {', '.join(setting.choices)}, not {text!r}")
     return text
+
+
+def _coerce_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {value!r}")
+
+
+def _coerce_number(value: Any, whole: bool) -> int | float:
+    what = "a whole number" if whole else "a number"
+    if isinstance(value, bool):
+        raise ValueError(f"expected {what}, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected {what}, got {value!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    if not whole:
+        return number
+    if number != int(number):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return int(number)
 
 
 def verl_pairs(setting: Setting, value: Any, spec: dict) -> Pairs:

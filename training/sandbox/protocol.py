@@ -114,27 +114,46 @@ def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck, limit
     """One result chunk from the child as (scores, runs, special results by index); None when it is
     malformed or out of order. Plain numbers stay in the scores list: no object per sample. What a sample
     printed ("l") is kept on its result, cut at `max_log` characters."""
-    scores, runs, extras, errors = msg.get("s"), msg.get("t"), msg.get("x"), msg.get("e")
+    scores, runs, extras = msg.get("s"), msg.get("t"), msg.get("x")
     if msg.get("i0", nxt) != nxt or not isinstance(scores, list) or not isinstance(runs, list):
         return None
     m = len(scores)
     if nxt + m > stop or (extras is not None and (not isinstance(extras, list) or len(extras) != m)):
         return None
+    late = _late_calls(runs, m, limit_ms)
+    kinds = list(map(type, scores))  # C loops (a set of the types costs half as much again)
+    floats = kinds.count(float)
+    nones = 0 if floats == m else kinds.count(type(None))
+    if late is None or floats + nones != m:
+        return None
+    fails = _failures(msg.get("e"), late, m, limit_ms)
+    logs = _logs(msg.get("l"), m, max_log)
+    if fails is None or logs is None:
+        return None
+    if extras is None and not fails and keys.ref_keys is None and not nones and not logs:
+        # the common case, kept in C loops: every sample returned a number, as the first one did
+        if keys.ref_index is None and m:
+            keys.ref_index = nxt
+        return scores, runs, {}
+    return _special_results(scores, runs, extras, fails, logs, nxt, keys)
+
+
+def _late_calls(runs: list[Any], m: int, limit_ms: float) -> list[int] | None:
+    """Indexes of calls that swallowed their timeout and returned late; None when `runs` is malformed
+    or does not cover the chunk's m samples. A run is [calls, seconds]."""
     calls, late = 0, []
     for run in runs:
         if not (isinstance(run, list) and len(run) == 2 and type(run[0]) is int and run[0] > 0
                 and isinstance(run[1], (int, float)) and run[1] >= 0):
             return None
-        if run[0] == 1 and run[1] * 1000.0 > limit_ms:  # a call that swallowed its timeout and returned late
+        if run[0] == 1 and run[1] * 1000.0 > limit_ms:
             late.append(calls)
         calls += run[0]
-    if calls != m:
-        return None
-    kinds = list(map(type, scores))  # C loops (a set of the types costs half as much again)
-    floats = kinds.count(float)
-    nones = 0 if floats == m else kinds.count(type(None))
-    if floats + nones != m:
-        return None
+    return late if calls == m else None
+
+
+def _failures(errors: Any, late: list[int], m: int, limit_ms: float) -> dict[int, list[Any]] | None:
+    """The chunk's failed samples by index ([index, error, traceback, line]); None when malformed."""
     fails: dict[int, list[Any]] = {}
     for err in errors or ():
         if not isinstance(err, list) or len(err) != 4 or not isinstance(err[0], int) or not 0 <= err[0] < m:
@@ -142,17 +161,24 @@ def decode_chunk(msg: dict[str, Any], nxt: int, stop: int, keys: KeyCheck, limit
         fails[err[0]] = err
     for j in late:
         fails.setdefault(j, [j, f"timed out after {limit_ms / 1000:g} s (time_limit_s)", None, None])
+    return fails
+
+
+def _logs(items: Any, m: int, max_log: int) -> dict[int, str] | None:
+    """What each sample printed, by index, cut at max_log characters; None when malformed."""
     logs: dict[int, str] = {}
-    for item in msg.get("l") or ():
+    for item in items or ():
         if not (isinstance(item, list) and len(item) == 2 and type(item[0]) is int and 0 <= item[0] < m
                 and isinstance(item[1], str)):
             return None
         logs[item[0]] = item[1][:max_log]
-    if extras is None and not fails and keys.ref_keys is None and not nones and not logs:
-        # the common case, kept in C loops: every sample returned a number, as the first one did
-        if keys.ref_index is None and m:
-            keys.ref_index = nxt
-        return scores, runs, {}
+    return logs
+
+
+def _special_results(scores: list[Any], runs: list[Any], extras: list[Any] | None, fails: dict[int, list[Any]],
+                     logs: dict[int, str], nxt: int, keys: KeyCheck) -> Chunk | None:
+    """The slow path: a ScoreResult for every sample that failed, returned extras or printed."""
+    m = len(scores)
     durations = [seconds * 1000.0 / n for n, seconds in runs for _ in range(n)]
     special: dict[int, ScoreResult] = {}
     out = list(scores)

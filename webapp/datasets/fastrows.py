@@ -47,65 +47,88 @@ def plain_normalizer(shape: Shape, max_chars: int) -> PlainNormalizer | None:
     def plain_row(data: dict[str, Any]) -> Row | None:
         get = data.get
         prompt = get(p_key)
-        if not _plain(prompt) or len(prompt) > max_chars:
+        if not _plain_within(prompt, max_chars):
             return None
         if preference:
-            chosen, rejected = get(c_key), get(r_key)
-            if not (_plain(chosen) and _plain(rejected)) or len(chosen) > max_chars or len(rejected) > max_chars:
+            chosen, rejected, ground_truth = get(c_key), get(r_key), ""
+            if not (_plain_within(chosen, max_chars) and _plain_within(rejected, max_chars)):
                 return None
-            ground_truth = ""
         else:
             chosen = rejected = None
-            ground_truth = get(gt_key) if gt_key is not None else ""
-            if type(ground_truth) is not str or len(ground_truth) > max_chars:
-                return None
-            if gt_key is not None and (ground_truth == "" or ground_truth.isspace()):
-                return None
-        data_source = get(ds_key) if ds_key is not None else None
-        if data_source is None:
-            data_source = ""
-        elif type(data_source) is not str or len(data_source) > 200:
+            ground_truth = _plain_ground_truth(get(gt_key) if gt_key is not None else "", gt_key is not None,
+                                               max_chars)
+        data_source = _short_text(get(ds_key) if ds_key is not None else None, 200)
+        ability = _short_text(get(ab_key) if ab_key is not None else None, 100)
+        split = _plain_split(get(split_key)) if split_key is not None else None
+        if None in (ground_truth, data_source, ability) or (split_key is not None and split is None):
             return None
-        ability = get(ab_key) if ab_key is not None else None
-        if ability is None:
-            ability = ""
-        elif type(ability) is not str or len(ability) > 100:
+        extra = _plain_extra(data, shape, used, mapped_extra)
+        if extra is None:
             return None
-        split = None
-        if split_key is not None:
-            split = SPLIT_VALUES.get(get(split_key)) if type(get(split_key)) is str else None
-            if split is None:
-                return None
-        if not mapped_extra and used.issuperset(data):
-            extra: dict[str, Any] = {}
-            extra_json = b"{}"
-        else:
-            try:
-                extra = _extra(data, shape)
-                extra_json = _dumps(extra, option=_DUMP, default=str)
-            except (RowError, TypeError):
-                return None
-            if extra_json != b"{}":
-                extra = orjson.loads(extra_json)
-        prompt_json = _dumps(prompt)
-        chosen_json, rejected_json = _dumps(chosen), _dumps(rejected)
-        pair = b"\x1f".join((prompt_json, chosen_json, rejected_json, ground_truth.encode()))
-        canonical = b"\x1f".join((pair, data_source.encode(), ability.encode(), extra_json))
-        # normalize's NUL check; without a backslash (one memchr) there is no \u0000 to look for
-        if (canonical.find(b"\\") >= 0 and canonical.find(b"\\u0000") >= 0) or "\x00" in data_source \
-                or "\x00" in ability or "\x00" in ground_truth:
-            return None
-        if preference and chosen_json == rejected_json:
-            return None
-        return Row(prompt=prompt, chosen=chosen, rejected=rejected, ground_truth=ground_truth,
-                   data_source=data_source, ability=ability, extra_info=extra, split=split, prompt_text=prompt,
-                   chosen_text=chosen or "", rejected_text=rejected or "", row_hash=_sha256(pair).hexdigest(),
-                   json={"prompt": prompt_json.decode(), "chosen": chosen_json.decode(),
-                         "rejected": rejected_json.decode(), "extra_info": extra_json.decode()},
-                   canonical=canonical, raw={"prompt": prompt_json, "chosen": chosen_json,
-                                             "rejected": rejected_json, "extra_info": extra_json})
+        return _row(prompt, chosen, rejected, ground_truth, data_source, ability, split, *extra)
 
     return plain_row
+
+
+def _plain_within(value: Any, max_chars: int) -> bool:
+    return _plain(value) and len(value) <= max_chars
+
+
+def _plain_ground_truth(value: Any, mapped: bool, max_chars: int) -> str | None:
+    """The ground truth as normalize keeps it; None when it needs the full path (blank only when mapped)."""
+    if type(value) is not str or len(value) > max_chars:
+        return None
+    if mapped and (value == "" or value.isspace()):
+        return None
+    return value
+
+
+def _short_text(value: Any, limit: int) -> str | None:
+    """An optional short text column: '' when absent, None when it needs the full path."""
+    if value is None:
+        return ""
+    return value if type(value) is str and len(value) <= limit else None
+
+
+def _plain_split(value: Any) -> str | None:
+    return SPLIT_VALUES.get(value) if type(value) is str else None
+
+
+def _plain_extra(data: dict[str, Any], shape: Shape, used: frozenset[str] | set[str],
+                 mapped_extra: bool) -> tuple[dict[str, Any], bytes] | None:
+    """(extra_info, its JSON) as normalize writes them; None when it needs the full path."""
+    if not mapped_extra and used.issuperset(data):
+        return {}, b"{}"
+    try:
+        extra = _extra(data, shape)
+        extra_json = _dumps(extra, option=_DUMP, default=str)
+    except (RowError, TypeError):
+        return None
+    if extra_json != b"{}":
+        extra = orjson.loads(extra_json)
+    return extra, extra_json
+
+
+def _row(prompt: str, chosen: str | None, rejected: str | None, ground_truth: str, data_source: str, ability: str,
+         split: str | None, extra: dict[str, Any], extra_json: bytes) -> Row | None:
+    """The Row of checked plain values; None when a NUL or identical responses need normalize's verdict."""
+    prompt_json = _dumps(prompt)
+    chosen_json, rejected_json = _dumps(chosen), _dumps(rejected)
+    pair = b"\x1f".join((prompt_json, chosen_json, rejected_json, ground_truth.encode()))
+    canonical = b"\x1f".join((pair, data_source.encode(), ability.encode(), extra_json))
+    # normalize's NUL check; without a backslash (one memchr) there is no \u0000 to look for
+    if (canonical.find(b"\\") >= 0 and canonical.find(b"\\u0000") >= 0) or "\x00" in data_source \
+            or "\x00" in ability or "\x00" in ground_truth:
+        return None
+    if chosen is not None and chosen_json == rejected_json:
+        return None
+    return Row(prompt=prompt, chosen=chosen, rejected=rejected, ground_truth=ground_truth,
+               data_source=data_source, ability=ability, extra_info=extra, split=split, prompt_text=prompt,
+               chosen_text=chosen or "", rejected_text=rejected or "", row_hash=_sha256(pair).hexdigest(),
+               json={"prompt": prompt_json.decode(), "chosen": chosen_json.decode(),
+                     "rejected": rejected_json.decode(), "extra_info": extra_json.decode()},
+               canonical=canonical, raw={"prompt": prompt_json, "chosen": chosen_json,
+                                         "rejected": rejected_json, "extra_info": extra_json})
 
 
 # ---- PostgreSQL COPY text lines ------------------------------------------------------------------------

@@ -251,80 +251,94 @@ class _JsonArrayReader:
         return min(self.pos / self.size, 1.0) if self.size else 1.0
 
     def __iter__(self) -> Iterator[Record]:
-        decoder = json.JSONDecoder()
         self.pos = 0
-        # surrogateescape keeps invalid bytes as lone surrogates, so they are reported per element.
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
         with self.path.open("rb") as fh:
-            buf, i, eof, line = "", 0, False, 1
-
-            def more(n: int) -> None:
-                nonlocal buf, i, eof
-                data = fh.read(n)
-                self.pos += len(data)
-                eof = not data
-                if i > 0:
-                    buf, i = buf[i:], 0
-                buf += utf8.decode(data, final=eof)
-
-            def skip_ws() -> None:
-                nonlocal i, line
-                while True:
-                    j = i
-                    while j < len(buf) and buf[j] in " \t\r\n\ufeff":
-                        j += 1
-                    line += buf.count("\n", i, j)
-                    i = j
-                    if i < len(buf) or eof:
-                        return
-                    more(self.chunk)
-
-            more(self.chunk)
-            skip_ws()
-            if i >= len(buf) or buf[i] != "[":
+            cur = _JsonCursor(self, fh)
+            cur.more(self.chunk)
+            cur.skip_ws()
+            if cur.peek() != "[":
                 raise FileError("malformed", "A JSON file must hold an array of objects: it should start with '['.")
-            i += 1
+            cur.i += 1
             number = 0
-            skip_ws()
-            if i < len(buf) and buf[i] == "]":
+            cur.skip_ws()
+            if cur.peek() == "]":
                 return
             while True:
-                skip_ws()
-                start_line, number = line, number + 1
-                while True:
-                    try:
-                        obj, end = decoder.raw_decode(buf, i)
-                        if end < len(buf) or eof:
-                            break  # a value ending exactly at the buffer's end may be cut (a number)
-                    except json.JSONDecodeError as exc:
-                        maybe_cut = exc.pos >= len(buf) - 16 or exc.msg.startswith("Unterminated string")
-                        if eof or not maybe_cut:
-                            where = start_line + buf.count("\n", i, exc.pos)
-                            raise FileError("malformed", f"Row {number} (line {where}) is not valid JSON: {exc.msg}. "
-                                                         "A JSON array cannot be read past a broken row; fix it "
-                                                         "or export JSON Lines instead.", line=where) from None
-                        if len(buf) - i > self.max_element_chars:
-                            raise FileError("malformed", f"Row {number} (line {start_line}) is over "
-                                                         f"{self.max_element_chars:,} characters or never ends."
-                                            ) from None
-                    more(max(self.chunk, len(buf) - i))
-                text_span = buf[i:end]
-                line += text_span.count("\n")
-                i = end
+                cur.skip_ws()
+                start_line, number = cur.line, number + 1
+                obj, text_span = cur.element(number, start_line)
                 if _SURROGATES.search(text_span):
                     yield Record(number, start_line, None, "invalid UTF-8 in this row")
                 elif not isinstance(obj, dict):
                     yield Record(number, start_line, None, f"expected a JSON object, got {_type_name(obj)}")
                 else:
                     yield Record(number, start_line, obj)
-                skip_ws()
-                if i < len(buf) and buf[i] == ",":
-                    i += 1
+                cur.skip_ws()
+                if cur.peek() == ",":
+                    cur.i += 1
                     continue
-                if i < len(buf) and buf[i] == "]":
+                if cur.peek() == "]":
                     return
-                raise FileError("malformed", f"Expected ',' or ']' after row {number} (line {line}): the JSON array "
-                                             "is cut short or malformed.", line=line)
+                raise FileError("malformed", f"Expected ',' or ']' after row {number} (line {cur.line}): the JSON "
+                                             "array is cut short or malformed.", line=cur.line)
+
+
+class _JsonCursor:
+    """Where `_JsonArrayReader` stands in its file: the decoded text read so far, the index and line in it."""
+
+    def __init__(self, reader: _JsonArrayReader, fh: Any):
+        self.reader, self.fh = reader, fh
+        # surrogateescape keeps invalid bytes as lone surrogates, so they are reported per element.
+        self.utf8 = codecs.getincrementaldecoder("utf-8")(errors="surrogateescape")
+        self.decoder = json.JSONDecoder()
+        self.buf, self.i, self.eof, self.line = "", 0, False, 1
+
+    def peek(self) -> str | None:
+        return self.buf[self.i] if self.i < len(self.buf) else None
+
+    def more(self, n: int) -> None:
+        """Read n more bytes, dropping the text already consumed."""
+        data = self.fh.read(n)
+        self.reader.pos += len(data)
+        self.eof = not data
+        if self.i > 0:
+            self.buf, self.i = self.buf[self.i:], 0
+        self.buf += self.utf8.decode(data, final=self.eof)
+
+    def skip_ws(self) -> None:
+        while True:
+            j = self.i
+            while j < len(self.buf) and self.buf[j] in " \t\r\n\ufeff":
+                j += 1
+            self.line += self.buf.count("\n", self.i, j)
+            self.i = j
+            if self.i < len(self.buf) or self.eof:
+                return
+            self.more(self.reader.chunk)
+
+    def element(self, number: int, start_line: int) -> tuple[Any, str]:
+        """Decode the array element that starts here (reading on while it may be cut); (value, its text)."""
+        limit = self.reader.max_element_chars
+        while True:
+            try:
+                obj, end = self.decoder.raw_decode(self.buf, self.i)
+                if end < len(self.buf) or self.eof:
+                    break  # a value ending exactly at the buffer's end may be cut (a number)
+            except json.JSONDecodeError as exc:
+                maybe_cut = exc.pos >= len(self.buf) - 16 or exc.msg.startswith("Unterminated string")
+                if self.eof or not maybe_cut:
+                    where = start_line + self.buf.count("\n", self.i, exc.pos)
+                    raise FileError("malformed", f"Row {number} (line {where}) is not valid JSON: {exc.msg}. "
+                                                 "A JSON array cannot be read past a broken row; fix it "
+                                                 "or export JSON Lines instead.", line=where) from None
+                if len(self.buf) - self.i > limit:
+                    raise FileError("malformed", f"Row {number} (line {start_line}) is over "
+                                                 f"{limit:,} characters or never ends.") from None
+            self.more(max(self.reader.chunk, len(self.buf) - self.i))
+        text_span = self.buf[self.i:end]
+        self.line += text_span.count("\n")
+        self.i = end
+        return obj, text_span
 
 
 class _CsvReader:

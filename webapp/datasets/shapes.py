@@ -342,6 +342,46 @@ def _extra(data: dict[str, Any], shape: Shape) -> dict[str, Any]:
     return extra
 
 
+def _preference_sides(data: dict[str, Any], shape: Shape, prompt: Any) -> tuple[Any, Any, Any]:
+    """(prompt, chosen, rejected) of a preference record; a missing prompt is split off the responses."""
+    fm = shape.field_map
+    chosen = _content(lookup(data, fm["chosen"]), "chosen")
+    rejected = _content(lookup(data, fm["rejected"]), "rejected")
+    if isinstance(chosen, str) != isinstance(rejected, str):
+        raise RowError("chosen and rejected must both be text or both be message lists", "rejected")
+    if prompt is None:
+        if isinstance(chosen, str):
+            prompt, chosen, rejected = _split_hh(chosen, rejected)
+        else:
+            prompt, chosen, rejected = _split_shared_prefix(chosen, rejected)
+    if not chosen or (isinstance(chosen, str) and not chosen.strip()):
+        raise RowError("the chosen response is empty", "chosen")
+    if not rejected or (isinstance(rejected, str) and not rejected.strip()):
+        raise RowError("the rejected response is empty", "rejected")
+    return prompt, chosen, rejected
+
+
+def _prompt_and_ground_truth(data: dict[str, Any], shape: Shape, prompt: Any) -> tuple[Any, str]:
+    """(prompt, ground truth) of a prompt record."""
+    if shape.name == "verl" and isinstance(prompt, list) and len(prompt) == 1 and prompt[0]["role"] == "user" \
+            and set(prompt[0]) == {"role", "content"}:
+        prompt = prompt[0]["content"]  # VERL wraps every prompt in a chat list; one user turn is plain text
+    if not shape.has_ground_truth:
+        return prompt, ""
+    raw = lookup(data, shape.field_map["ground_truth"])
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        raise RowError("missing ground_truth" if raw is None else "ground_truth is empty", "ground_truth")
+    return prompt, _ground_truth(raw)
+
+
+def _split(raw_split: Any) -> str:
+    split = SPLIT_VALUES.get(str(raw_split).strip().lower()) if raw_split not in (None, "") else None
+    if split is None:
+        raise RowError(f"split must be train or val (also accepted: validation, test, dev), got {raw_split!r}",
+                       "split")
+    return split
+
+
 def normalize(data: dict[str, Any], shape: Shape, max_chars: int) -> Row:
     """Validate one record and return the row to store, or raise RowError with the reason."""
     fm = shape.field_map
@@ -350,37 +390,12 @@ def normalize(data: dict[str, Any], shape: Shape, max_chars: int) -> Row:
     chosen = rejected = None
     ground_truth = ""
     if shape.kind == "preference":
-        chosen = _content(lookup(data, fm["chosen"]), "chosen")
-        rejected = _content(lookup(data, fm["rejected"]), "rejected")
-        if isinstance(chosen, str) != isinstance(rejected, str):
-            raise RowError("chosen and rejected must both be text or both be message lists", "rejected")
-        if prompt is None:
-            if isinstance(chosen, str):
-                prompt, chosen, rejected = _split_hh(chosen, rejected)
-            else:
-                prompt, chosen, rejected = _split_shared_prefix(chosen, rejected)
-        if not chosen or (isinstance(chosen, str) and not chosen.strip()):
-            raise RowError("the chosen response is empty", "chosen")
-        if not rejected or (isinstance(rejected, str) and not rejected.strip()):
-            raise RowError("the rejected response is empty", "rejected")
+        prompt, chosen, rejected = _preference_sides(data, shape, prompt)
     else:
-        if shape.name == "verl" and isinstance(prompt, list) and len(prompt) == 1 and prompt[0]["role"] == "user" \
-                and set(prompt[0]) == {"role", "content"}:
-            prompt = prompt[0]["content"]  # VERL wraps every prompt in a chat list; one user turn is plain text
-        if shape.has_ground_truth:
-            raw = lookup(data, fm["ground_truth"])
-            if raw is None or (isinstance(raw, str) and not raw.strip()):
-                raise RowError("missing ground_truth" if raw is None else "ground_truth is empty", "ground_truth")
-            ground_truth = _ground_truth(raw)
+        prompt, ground_truth = _prompt_and_ground_truth(data, shape, prompt)
     data_source = _meta_text(lookup(data, fm["data_source"]) if "data_source" in fm else None, "data_source", 200)
     ability = _meta_text(lookup(data, fm["ability"]) if "ability" in fm else None, "ability", 100)
-    split = None
-    if "split" in fm:
-        raw_split = lookup(data, fm["split"])
-        split = SPLIT_VALUES.get(str(raw_split).strip().lower()) if raw_split not in (None, "") else None
-        if split is None:
-            raise RowError(f"split must be train or val (also accepted: validation, test, dev), got {raw_split!r}",
-                           "split")
+    split = _split(lookup(data, fm["split"])) if "split" in fm else None
     extra = _extra(data, shape)
     texts = {"prompt": text_of(prompt), "chosen": text_of(chosen), "rejected": text_of(rejected),
              "ground_truth": ground_truth}

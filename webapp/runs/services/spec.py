@@ -117,20 +117,10 @@ def model_context_length(model: ModelEntry | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dict | None,
-             dataset_version: DatasetVersion | None, reward_spec: Any, base_model: ModelEntry | None,
-             teacher_model: ModelEntry | None = None, include_unreviewed: bool = False,
-             pinned: Pinned | None = None, base_config: dict | None = None, check_probes: bool = True) -> JobPlan:
-    """Validate every input of a launch; errors are keyed by form field (see config.resolve_config).
-
-    `base_config` (a job's stored config) replaces the preset as the starting point: used by
-    resume, rollback and clone so that the job keeps its settings plus the given edits.
-    `check_probes`: the reward versions' probes must pass (or be overridden); they run now when they have
-    not run yet. Resume and rollback continue a job launched with those versions and skip it.
-    """
+def _check_choices(project, kind: str, dataset_version: DatasetVersion | None, base_model: ModelEntry | None,
+                   teacher_model: ModelEntry | None) -> dict[str, str]:
+    """Errors of the chosen dataset version and models (present, in this project, of the right kind)."""
     errors: dict[str, str] = {}
-    warnings_before: dict[str, str] = {}
-    reward_spec = normalize_reward_spec(reward_spec)
     if dataset_version is None:
         errors["dataset_version"] = "Choose a dataset version."
     elif dataset_version.dataset.project_id != project.pk:
@@ -148,6 +138,23 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
             errors["teacher_model"] = "That model is not in this project."
         elif teacher_model.kind != ModelKind.CAUSAL_LM:
             errors["teacher_model"] = f"{teacher_model.name} is a reward model; a teacher must be a causal LM."
+    return errors
+
+
+def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dict | None,
+             dataset_version: DatasetVersion | None, reward_spec: Any, base_model: ModelEntry | None,
+             teacher_model: ModelEntry | None = None, include_unreviewed: bool = False,
+             pinned: Pinned | None = None, base_config: dict | None = None, check_probes: bool = True) -> JobPlan:
+    """Validate every input of a launch; errors are keyed by form field (see config.resolve_config).
+
+    `base_config` (a job's stored config) replaces the preset as the starting point: used by
+    resume, rollback and clone so that the job keeps its settings plus the given edits.
+    `check_probes`: the reward versions' probes must pass (or be overridden); they run now when they have
+    not run yet. Resume and rollback continue a job launched with those versions and skip it.
+    """
+    errors = _check_choices(project, kind, dataset_version, base_model, teacher_model)
+    warnings_before: dict[str, str] = {}
+    reward_spec = normalize_reward_spec(reward_spec)
     versions, models = [], []
     if kind == "reward_model":
         reward_spec = {"shaping": reward_spec["shaping"], "components": []}  # a reward model job trains one
