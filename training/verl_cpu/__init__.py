@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from training.verl_cpu.ray_startup import RAY_STARTUP_ENV
+
 PLUGIN_MODULE = "training.verl_cpu.plugin"
 ROLLOUT_NAME = "hf"
 RAY_TMP_PREFIX = "rlhf-ray-"
@@ -58,6 +60,7 @@ def cpu_env() -> dict[str, str]:
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
+        **RAY_STARTUP_ENV,  # a busy host starts Ray's processes slowly
     }
 
 

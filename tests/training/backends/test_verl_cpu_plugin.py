@@ -68,3 +68,33 @@ def test_sampling_filters_keep_the_distribution_valid():
     assert kept.tolist() == [[True, True, False, False]]
     probs = torch.softmax(_filter_logits(logits, 0.5, top_p=0.7, top_k=None), dim=-1)
     assert probs[0, 0] > 0.7 and probs.sum().item() == pytest.approx(1.0)
+
+
+def test_rays_start_up_waits_for_a_slow_raylet_and_still_gives_up_on_a_dead_one():
+    """Ray's driver gives its new raylet a fixed 30 s to register; on a busy machine the lookup keeps asking."""
+    from ray._private import services
+
+    import training.verl_cpu.plugin  # noqa: F401
+    from training.verl_cpu import cpu_env
+    from training.verl_cpu.ray_startup import STARTUP_WAIT_S, patient
+
+    assert getattr(services.get_node, "_patient", False)  # what ray/_private/node.py calls in its start-up loop
+    now, answers = [0.0], ["not yet", "not yet", "not yet", {"NodeID": "n"}]
+
+    def get_node(gcs_address, node_id):
+        answer = answers.pop(0)
+        if answer == "not yet":
+            raise RuntimeError("node not found")
+        return answer
+
+    def sleep(s):
+        now[0] += 40  # each wait longer than Ray's whole 30 s
+
+    assert patient(get_node, clock=lambda: now[0], sleep=sleep)("gcs", "n") == {"NodeID": "n"}
+    answers[:] = ["not yet"] * 100
+    now[0] = 0.0
+    with pytest.raises(RuntimeError):  # a raylet that never registers still fails the start
+        patient(get_node, wait_s=200, clock=lambda: now[0], sleep=sleep)("gcs", "n")
+    assert now[0] >= 200
+    env = cpu_env()
+    assert env["RAY_gcs_server_port_wait_time_s"] == env["RAY_worker_register_timeout_seconds"] == str(STARTUP_WAIT_S)
