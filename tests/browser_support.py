@@ -15,6 +15,11 @@ SCREENSHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make are still synchronous.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
+# Every Playwright wait (actions, navigation, expect) waits on its event for up to this long: on a busy machine a
+# page of this app can take tens of seconds to answer, and a shorter bound fails tests that are right. The bound
+# only guards against a hang; a wait on a worker or a trainer that needs more names its own, longer timeout.
+PAGE_TIMEOUT_MS = 180_000
+
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
@@ -24,6 +29,7 @@ def browser():
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian chromium is not installed (apt-get install chromium)")
     playwright_api = pytest.importorskip("playwright.sync_api")
+    playwright_api.expect.set_options(timeout=PAGE_TIMEOUT_MS)
     with playwright_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         # Contexts bypass the Content-Security-Policy unless asked not to: Playwright's
@@ -41,7 +47,7 @@ def page(browser):
     context = browser.new_context(viewport={"width": 1400, "height": 900}, timezone_id="Europe/Paris",
                                   locale="en-US")
     pg = context.new_page()
-    pg.set_default_timeout(20_000)
+    pg.set_default_timeout(PAGE_TIMEOUT_MS)  # navigation too: set_default_navigation_timeout is not set
     yield pg
     context.close()
 

@@ -157,7 +157,7 @@ def start_celery_workers(settings, log: Path, queues=WORKER_QUEUES, extra_env: d
                  "--concurrency=1", "-l", "info", "--without-heartbeat", "--without-mingle", "--without-gossip",
                  "-n", f"test-{q.split(',')[0]}-{os.getpid()}@%h"],
                 cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True))
-    deadline = time.time() + 120
+    deadline = time.time() + 600  # importing the app on a busy machine; only a guard against a hang
     while time.time() < deadline and log.read_bytes().count(b"ready.") < len(procs):
         if any(p.poll() is not None for p in procs):
             stop_celery_workers(procs)

@@ -87,7 +87,7 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
         key = {(True, False): "1", (False, True): "2", (False, False): "4"}[(left == truth, right == truth)]
         url = page.url
         page.keyboard.press(key)
-        page.wait_for_function(f"location.href !== {url!r}", timeout=30_000)
+        page.wait_for_function(f"location.href !== {url!r}")
         if n == 0:
             shot(page, "arena-judging")
     page.wait_for_selector("text=You have judged every pair")
@@ -128,7 +128,7 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
     page.get_by_label("Max steps").fill("4")
     page.get_by_label("Save a checkpoint every N steps").fill("4")
     page.get_by_label("Validate every N steps").fill("4")
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_selector("text=Review before launch")
     page.get_by_role("button", name="Launch", exact=True).click()

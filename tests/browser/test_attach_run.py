@@ -76,7 +76,7 @@ def test_attach_a_verl_run_follow_it_and_roll_back(page, live_server, project, e
     run.checkpoint(3)
     run.settle()
     sync_job(job)
-    page.wait_for_function("document.getElementById('job-step').textContent === '3'", timeout=30_000)
+    page.wait_for_function("document.getElementById('job-step').textContent === '3'")
     page.get_by_role("tab", name="Samples").click()
     body = page.locator("#mon-samples-body")
     body.locator("[data-samples-summary]").wait_for()

@@ -151,7 +151,7 @@ def test_judges_fit_the_pairs_follow_the_worker_and_get_the_ground_truth(page, l
     page.wait_for_selector("#judges-live:has-text('Waiting for a worker')")
     judge_run(judge_run_id=JudgeRun.objects.get(task=from_data).pk)  # the worker's part
     row = page.locator("#judges tr[data-judge-run]")
-    page.wait_for_selector("#judges tr[data-judge-run]:has-text('succeeded')", timeout=60_000)  # no reload by hand
+    page.wait_for_selector("#judges tr[data-judge-run]:has-text('succeeded')")  # no reload by hand
     assert "2 / 2 / 0" in row.inner_text() and page.locator("[data-all-equal]").count() == 0
     shot(page, "judge-with-ground-truth")
 
@@ -163,7 +163,7 @@ def test_judges_fit_the_pairs_follow_the_worker_and_get_the_ground_truth(page, l
     page.locator("#judges").get_by_role("button", name="Run the judge").click()
     page.wait_for_selector("#judges-live:has-text('Waiting for a worker')")
     judge_run(judge_run_id=JudgeRun.objects.get(task=typed).pk)
-    page.wait_for_selector("[data-all-equal]", timeout=60_000)
+    page.wait_for_selector("[data-all-equal]")
     assert "Every response got the same score (0" in page.locator("[data-all-equal]").inner_text()
     assert "0 / 4 / 0" in page.locator("#judges tr[data-judge-run]").inner_text()
     shot(page, "judge-all-scores-equal")

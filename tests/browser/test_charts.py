@@ -86,6 +86,10 @@ OVERLAPS_JS = """() => [...document.querySelectorAll('#mon-charts .js-plotly-plo
   return b.top >= a.bottom && b.bottom <= figure.bottom + 1 ? [] : [[div.id, a.bottom, b.top, b.bottom, figure.bottom]];
 })"""
 
+# Every chart has been drawn again at the width of its (one-column) box.
+RESIZED_JS = """() => [...document.querySelectorAll('#mon-charts .js-plotly-plot')].every((div) =>
+  Math.abs(div._fullLayout.width - div.getBoundingClientRect().width) < 2)"""
+
 
 def test_a_child_runs_legend_never_covers_the_x_axis_title(page, live_server, engineer, seeded, shot):
     """A rolled-back run draws its parent's curve too: the legend has two entries and sat on the axis title."""
@@ -102,8 +106,8 @@ def test_a_child_runs_legend_never_covers_the_x_axis_title(page, live_server, en
     page.goto(f"{live_server.url}/p/acme/jobs/{child.pk}/", wait_until="domcontentloaded")
     page.wait_for_function("document.getElementById('chart-reward') && document.getElementById('chart-reward').data"
                            " && document.getElementById('chart-reward').data.some(t => (t.name || '')"
-                           ".includes('before the branch')) && document.querySelector('#chart-reward .legend')",
-                           timeout=30_000)  # the parent's curve is drawn: the legend has two entries
+                           ".includes('before the branch')) && document.querySelector('#chart-reward .legend')")
+    # the parent's curve is drawn: the legend has two entries
     shot(page, "child-charts")
     assert page.evaluate(OVERLAPS_JS) == []
     for mode in ("time", "relative"):  # two-line date ticks push the axis title down
@@ -113,6 +117,6 @@ def test_a_child_runs_legend_never_covers_the_x_axis_title(page, live_server, en
         shot(page, f"child-charts-{mode}")
         assert page.evaluate(OVERLAPS_JS) == [], mode
     page.set_viewport_size({"width": 900, "height": 900})  # one column on a narrow window: the legend wraps
-    page.wait_for_timeout(500)
+    page.wait_for_function(RESIZED_JS)  # Plotly redraws after the window's resize event, when it gets to it
     shot(page, "child-charts-narrow")
     assert page.evaluate(OVERLAPS_JS) == []

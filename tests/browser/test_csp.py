@@ -6,6 +6,7 @@ import pytest
 
 from tests.browser.browser_helpers import PASSWORD, seed_project
 from tests.browser.conftest import login
+from tests.browser_support import PAGE_TIMEOUT_MS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -25,7 +26,7 @@ def page(browser):
     """A page that enforces the policy (the shared `page` fixture bypasses it for Playwright's own helpers)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="en-US", bypass_csp=False)
     pg = context.new_page()
-    pg.set_default_timeout(20_000)
+    pg.set_default_timeout(PAGE_TIMEOUT_MS)
     yield pg
     context.close()
 
@@ -69,7 +70,7 @@ def test_main_pages_load_under_the_csp_without_violations(page, live_server, see
         resp = page.goto(live_server.url + path)
         assert resp.status < 400, (path, resp.status)
         assert "script-src 'self'" in resp.headers["content-security-policy"], path
-        page.wait_for_selector(ready, timeout=20_000)
+        page.wait_for_selector(ready)
         page.wait_for_timeout(150)  # charts and editors finish drawing
         seen = page.evaluate("window.__csp") + [m for m in console if "Content Security Policy" in m]
         if seen:
@@ -92,8 +93,8 @@ def test_behaviour_moved_out_of_inline_handlers_still_works(page, live_server, s
     page.get_by_role("tab", name="Checkpoints").click()
     asked: list[str] = []
     page.on("dialog", lambda d: (asked.append(d.message), d.dismiss()))  # the confirmation -> No
-    page.get_by_role("button", name="Promote").first.click()
-    page.wait_for_timeout(300)
+    with page.expect_event("dialog"):
+        page.get_by_role("button", name="Promote").first.click()
     assert asked and "active policy" in asked[0] and f"/jobs/{job.pk}/" in page.url
     job.project.refresh_from_db()
     assert job.project.active_checkpoint_id is None
@@ -106,6 +107,6 @@ def test_the_policy_really_blocks_inline_script(page, live_server, admin_user):
     login(page, live_server, "alice", PASSWORD)
     page.evaluate("""() => { const s = document.createElement('script'); s.textContent = 'window.__ran = 1';
                              document.body.appendChild(s); }""")
-    page.wait_for_timeout(100)
+    page.wait_for_function("window.__csp.length > 0")  # the browser reports the violation
     assert page.evaluate("window.__ran") is None
     assert any("script-src" in v for v in page.evaluate("window.__csp"))

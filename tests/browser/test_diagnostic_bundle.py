@@ -39,7 +39,7 @@ def test_build_and_download_a_runs_diagnostic_bundle(page, live_server, project,
     assert bundle.sample_steps == 3 and bundle.created_by == engineer
     bundle_run(bundle_id=bundle.pk)
     link = page.get_by_role("link", name="Download the zip")
-    link.wait_for(timeout=30_000)  # the page follows the worker
+    link.wait_for()  # the page follows the worker
     page.locator("#bundles summary").click()
     listed = page.locator(".bundle-files li code").all_inner_texts()
     assert {"versions.json", "attempts/1/log.txt", "metrics.csv", "history/guard.json", "data.json"} <= set(listed)

@@ -73,7 +73,7 @@ def upload(page, base: str, path: Path) -> None:
     page.set_input_files("input[type=file][name=file]", str(path))
     assert page.input_value("#id_name") == path.stem  # the name is filled from the file name
     page.get_by_role("button", name="Upload and import").click()
-    page.wait_for_url(re.compile(r"/datasets/\d+/v1/"), timeout=60_000)
+    page.wait_for_url(re.compile(r"/datasets/\d+/v1/"))
 
 
 def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_proc, celery_beat_proc, stop_runs,
@@ -124,7 +124,7 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
     choose(page.get_by_label("Dataset version"), "sum-prompts v1")
     page.get_by_label("Samples (N)").fill("10")
     page.get_by_role("button", name="Run test").click()
-    page.wait_for_selector(".test-run-results .per-sample", timeout=60_000)
+    page.wait_for_selector(".test-run-results .per-sample")
     assert "Done: 10 samples" in page.locator("#test-run-status").inner_text()
     # the prompt set has no reference answers, so each ground truth is scored against itself: all 1.0
     summary = page.locator(".test-run-results table.summary tbody tr").first.inner_text()
@@ -148,7 +148,7 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
     page.get_by_label("Max steps").fill(str(MAX_STEPS))
     page.get_by_label("Save a checkpoint every N steps").fill(str(SAVE_FREQ))
     page.get_by_label("Validate every N steps").fill(str(SAVE_FREQ))
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
     shot(page, "launch-form")
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_selector("text=Review before launch")
@@ -170,10 +170,10 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
     # the page reloads itself once the run ends; then the checkpoints are listed
     page.wait_for_selector("#job-state:has-text('succeeded')", timeout=RUN_TIMEOUT_MS)
     # the reload has happened once the server-rendered page no longer offers Cancel
-    page.get_by_role("button", name="Cancel", exact=True).wait_for(state="detached", timeout=30_000)
+    page.get_by_role("button", name="Cancel", exact=True).wait_for(state="detached")
     # (a locator, not a JS wait: it survives the reload)
-    page.get_by_role("tab", name=re.compile(r"Checkpoints \([1-9]")).wait_for(timeout=30_000)
-    page.wait_for_function(f"({REWARD_POINTS_JS})() === {MAX_STEPS}", timeout=30_000)
+    page.get_by_role("tab", name=re.compile(r"Checkpoints \([1-9]")).wait_for()
+    page.wait_for_function(f"({REWARD_POINTS_JS})() === {MAX_STEPS}")
     shot(page, "run-finished")
 
     # 8. roll back to the first checkpoint through the confirm dialog
@@ -205,7 +205,7 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
 
     # the parent's page now shows the rollback on its curves: the README's picture of the run page
     page.goto(f"{base}/jobs/{parent.pk}/")
-    page.wait_for_function(f"({REWARD_POINTS_JS})() === {MAX_STEPS}", timeout=30_000)
+    page.wait_for_function(f"({REWARD_POINTS_JS})() === {MAX_STEPS}")
     page.wait_for_selector("#chart-reward .shapelayer path", state="attached")
     save_run_page_screenshot(page)
 

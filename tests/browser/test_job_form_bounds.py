@@ -22,15 +22,15 @@ def test_batch_size_zero_is_refused_on_its_field(page, live_server, project, eng
         select = page.get_by_label(label)
         select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
     page.get_by_label("exact-match weight").fill("1")
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
 
     page.get_by_label("Batch size (prompts per step)").fill("0")
     field = page.locator(".field", has=page.locator("#id_batch_size"))
-    field.locator(".field-error", has_text="must be between 1 and").wait_for(timeout=30_000)
+    field.locator(".field-error", has_text="must be between 1 and").wait_for()
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_load_state()
     error = page.locator("#id_batch_size-error")
-    error.wait_for(timeout=30_000)
+    error.wait_for()
     assert "Batch size (prompts per step) must be between 1 and 65536, got 0." in error.inner_text()
     assert page.get_by_label("Batch size (prompts per step)").input_value() == "0"  # what was typed stays
     assert not Job.objects.filter(project=project).exclude(pk=seeded.job.pk).exists()

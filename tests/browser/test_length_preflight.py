@@ -37,12 +37,12 @@ def test_the_launch_review_counts_too_long_prompts_and_the_run_page_keeps_it(pag
     choose(page, "Base model", "tiny")
     page.get_by_label("exact-match weight").fill("1")
     page.get_by_label("Max prompt length (tokens)").fill("8")
-    page.wait_for_selector("#preview-data:has-text('longer than the max prompt length 8: 2 of 20')", timeout=30_000)
+    page.wait_for_selector("#preview-data:has-text('longer than the max prompt length 8: 2 of 20')")
 
     # every prompt too long: refused on its field, live and on review
     page.get_by_label("Max prompt length (tokens)").fill("3")
     field = page.locator(".field").filter(has=page.get_by_label("Max prompt length (tokens)"))
-    field.locator(".field-error", has_text="Every prompt is longer").wait_for(timeout=30_000)
+    field.locator(".field-error", has_text="Every prompt is longer").wait_for()
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_selector("#id_max_prompt_length-error:has-text('the shortest is 4 tokens')")
     assert Job.objects.count() == 1
@@ -80,5 +80,5 @@ def test_the_launch_review_counts_too_long_prompts_and_the_run_page_keeps_it(pag
     card = page.locator("#lengths")
     assert "2 of 20 prompts (10.0%)" in card.inner_text()
     assert "Responses cut at the max response length: 25.0% at step 2" in card.inner_text()
-    page.wait_for_selector("#chart-lengths .barlayer .point", state="attached", timeout=30_000)
+    page.wait_for_selector("#chart-lengths .barlayer .point", state="attached")
     shot(page, "run-page-lengths")

@@ -43,11 +43,11 @@ def test_metric_picker_and_progress_step_follow_the_run(page, live_server, proje
     page.evaluate("window.__samePage = true")
     _log(job, 1, 6)
     _log(job, 1, 6, names=("custom/answer_len",))
-    page.wait_for_function(f"({PICKER_JS})().includes('custom/answer_len')", timeout=20_000)
+    page.wait_for_function(f"({PICKER_JS})().includes('custom/answer_len')")
     assert page.evaluate(PICKER_JS)[0] == "Add a chart…"
     _log(job, 7, 12)
-    page.wait_for_function(f"({REWARD_LAST_X_JS})() === 12", timeout=20_000)
-    page.wait_for_function("document.getElementById('job-step').textContent === '12'", timeout=10_000)
+    page.wait_for_function(f"({REWARD_LAST_X_JS})() === 12")
+    page.wait_for_function("document.getElementById('job-step').textContent === '12'")
     assert "step 12" in page.locator("#mon-status").inner_text()
     assert page.get_by_role("progressbar", name="Progress").get_attribute("aria-valuenow") == "30"  # 12 of 40
     assert page.evaluate("window.__samePage") is True
@@ -61,7 +61,7 @@ def test_metric_picker_and_progress_step_follow_the_run(page, live_server, proje
     # The old monitor address opens the same page, whose step follows the run too.
     page.goto(f"{live_server.url}/p/acme/monitor/jobs/{job.pk}/")
     page.wait_for_url(f"{live_server.url}/p/acme/jobs/{job.pk}/**")
-    page.wait_for_function("document.getElementById('job-step').textContent === '12'", timeout=20_000)
+    page.wait_for_function("document.getElementById('job-step').textContent === '12'")
     _log(job, 13, 15)
-    page.wait_for_function("document.getElementById('job-step').textContent === '15'", timeout=20_000)
-    page.wait_for_function(f"({REWARD_LAST_X_JS})() === 15", timeout=20_000)
+    page.wait_for_function("document.getElementById('job-step').textContent === '15'")
+    page.wait_for_function(f"({REWARD_LAST_X_JS})() === 15")

@@ -33,7 +33,7 @@ def test_schedule_on_the_job_form(page, live_server, project, engineer, tmp_path
     card.get_by_label("Compare with").select_option("base")
     card.get_by_label("Number of prompts").fill("6")
     card.get_by_label("Flag when the reward rose by more than").fill("0.15")
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_selector("text=Review before launch")
     config = page.locator("section.card", has_text="Resolved configuration").locator("pre").inner_text()
@@ -138,7 +138,7 @@ def test_an_automatic_judge_beside_the_people_on_the_page_and_the_chart(page, li
     page.wait_for_selector("#judges-live:has-text('Waiting for a worker')")
     judge_run(judge_run_id=JudgeRun.objects.get(task=task).pk)  # what the worker does with the queued run
     # the page follows the judge by itself (no reload by the user): its row turns "succeeded"
-    page.wait_for_selector("#judges tr[data-judge-run]:has-text('succeeded')", timeout=60_000)
+    page.wait_for_selector("#judges tr[data-judge-run]:has-text('succeeded')")
     assert page.locator("#judges-live").is_hidden()
     row = page.locator("#judges tr[data-judge-run]")
     text = row.inner_text()

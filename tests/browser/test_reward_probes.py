@@ -42,7 +42,7 @@ def test_failing_probes_block_the_launch_until_overridden(page, live_server, pro
 
     # the worker's verdicts replace "probes pending" in place, next to the editor
     panel = page.locator(".editor-grid #probes")
-    panel.locator("[data-probe='builtin:empty'].probe-failing").wait_for(timeout=60_000)
+    panel.locator("[data-probe='builtin:empty'].probe-failing").wait_for()
     assert panel.locator("#probe-state").inner_text() == "7 failing probes"
     assert page.locator("[data-version-probes='1']").inner_text() == "7 failing probes"  # the versions list too
     empty = panel.locator("[data-probe='builtin:empty']").inner_text()
@@ -71,7 +71,7 @@ def test_failing_probes_block_the_launch_until_overridden(page, live_server, pro
     assert AuditLog.objects.filter(action="reward.probe_override", actor=engineer).count() == 1
 
     fill_job_form(page, live_server, project)
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_selector("text=Review before launch")
     assert "overridden by erin: constant reward for a KL-only smoke test" in page.locator("main").inner_text()
@@ -87,7 +87,7 @@ def test_failing_probes_block_the_launch_until_overridden(page, live_server, pro
     page.get_by_role("button", name="Add probe").click()
     page.wait_for_selector("text=Added the probe right answer pays")
     mine = page.locator("#probes [data-probe^='author:']")
-    mine.wait_for(timeout=60_000)  # followed until the worker has run the new suite
+    mine.wait_for()  # followed until the worker has run the new suite
     assert "passes" in mine.inner_text() and "score at least 1" in mine.inner_text()
     assert page.locator("#probe-state").inner_text() == "7 failing probes"  # a new suite: the override was for the old
     page.locator("#probes summary", has_text="Your probes").click()
@@ -95,5 +95,5 @@ def test_failing_probes_block_the_launch_until_overridden(page, live_server, pro
     page.get_by_label("Threshold (another scale)").fill("1")
     page.get_by_role("button", name="Set the scale").click()
     page.wait_for_selector("text=The built-in probes must now score at most 1")
-    page.wait_for_selector("#probe-state:has-text('probes passed')", timeout=60_000)
+    page.wait_for_selector("#probe-state:has-text('probes passed')")
     shot(page, "probes-on-a-custom-scale")

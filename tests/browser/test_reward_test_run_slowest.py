@@ -31,7 +31,7 @@ def test_a_test_run_lists_its_slowest_samples(page, live_server, project, engine
     page.get_by_label("Or paste responses").fill("\n".join(responses))
     page.get_by_role("button", name="Run test").click()
     listing = page.locator(".test-run-results .slowest-samples")
-    listing.wait_for(timeout=90_000)
+    listing.wait_for()
     shot(page, "test-run-slowest-samples")
     assert listing.get_by_role("heading").inner_text() == "Slowest samples"
     items = listing.locator("li").all_inner_texts()

@@ -58,7 +58,7 @@ def test_an_engineer_rescores_stored_samples_and_compares_old_and_new(page, live
     page.get_by_label("Reward version").select_option(label="exact-match v2")
     page.get_by_label("Steps").fill("2-3")
     page.get_by_role("button", name="Re-score").click()
-    expect(page.locator("#rescore-state")).to_have_text("succeeded", timeout=90_000)
+    expect(page.locator("#rescore-state")).to_have_text("succeeded")
     rescore = Rescore.objects.get()
     assert rescore.component == "exact_match_v1" and rescore.steps == [2, 3] and rescore.done_count == 256
     share = round(100 * rescore.changed_count / rescore.done_count)

@@ -25,7 +25,7 @@ def launch_from_the_form(page, base: str) -> None:
         select = page.get_by_label(label)
         select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
     page.get_by_label("exact-match weight").fill("1")
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=30_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_selector("text=Review before launch")
     page.get_by_role("button", name="Launch", exact=True).click()

@@ -79,7 +79,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
     page.fill("#id_responses", "x\n12\ny")  # scored against the first three rows' ground truths
     page.click("#test-run-button")
-    page.wait_for_selector(".test-run-results .per-sample", timeout=60_000)
+    page.wait_for_selector(".test-run-results .per-sample")
     assert page.locator(".test-run-results h2 .state").first.inner_text() == "2 errors"
     assert "2 errors" in page.locator("#test-run-status").inner_text()
     assert "succeeded" not in page.locator(".test-run-results h2").inner_text()
@@ -91,7 +91,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
     page.get_by_label("Samples (N)").fill("3")
     page.click("#test-run-button")
-    page.wait_for_selector(".test-run-results .reference-check", timeout=60_000)
+    page.wait_for_selector(".test-run-results .reference-check")
     assert page.locator(".test-run-results h2").inner_text().endswith("succeeded reference check")
     assert "ground truth was scored against itself" in page.locator(".reference-check").inner_text()
     assert "reference check" in page.locator("#test-run-status").inner_text()
@@ -102,7 +102,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     run_select = page.get_by_label("Stored rollouts of run")
     run_select.select_option(value=str(seeded.job.pk))
     page.click("#test-run-button")
-    page.wait_for_selector(".test-run-results .per-sample", timeout=60_000)
+    page.wait_for_selector(".test-run-results .per-sample")
     results = page.locator(".test-run-results")
     assert "rollouts of step 20" in results.inner_text() and "Score in training" in results.inner_text()
     assert results.locator(".reference-check").count() == 0
@@ -117,7 +117,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     page.get_by_label("Samples (N)").fill("2")
     page.get_by_label("Or responses sampled from model").select_option(label="tiny")
     page.click("#test-run-button")
-    page.wait_for_selector(".test-run-results .per-sample", timeout=120_000)
+    page.wait_for_selector(".test-run-results .per-sample")
     results = page.locator(".test-run-results")
     assert "2 responses sampled from tiny" in results.inner_text()
     assert results.locator(".per-sample tbody tr").count() == 2 and results.locator(".reference-check").count() == 0

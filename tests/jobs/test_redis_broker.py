@@ -24,7 +24,7 @@ def private_redis(tmp_path):
     proc = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(sock), "--save", "",
                              "--appendonly", "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
     client = redis.Redis(unix_socket_path=str(sock))
-    deadline = time.time() + 10
+    deadline = time.time() + 120
     while time.time() < deadline:
         try:
             client.ping()
@@ -60,7 +60,7 @@ def test_a_worker_survives_a_broken_queue_entry_and_runs_the_next_task(private_r
     project = Project.objects.create(slug="after-bad", name="After a bad entry")
     with Connection(url) as conn:
         app.send_task("jobs.tasks.ping", args=[project.pk], connection=conn)
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while time.time() < deadline and not AuditLog.objects.filter(action="worker.ping", project=project).exists():
         time.sleep(0.2)
     log = proc.log_path.read_text()

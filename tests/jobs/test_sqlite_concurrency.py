@@ -54,7 +54,7 @@ def test_concurrent_read_then_write_transactions_never_hit_database_is_locked(tr
     env = dict(os.environ, DATABASE_URL=f"sqlite:///{connection.settings_dict['NAME']}")
     procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(project.pk), str(i)], cwd=ROOT, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in range(WRITERS)]
-    outputs = [p.communicate(timeout=180)[0] for p in procs]
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert all("DONE" in out for out in outputs), outputs
     assert not any("database is locked" in out for out in outputs), "\n".join(outputs)[-3000:]
     assert [out.split("DONE")[1].split() for out in outputs] == [[str(ROUNDS), "0"]] * WRITERS

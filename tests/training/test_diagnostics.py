@@ -83,20 +83,20 @@ def test_py_spy_dumps_the_hung_process_of_the_attempt(hung):
     adir = hung(register=False)
     assert diagnostics.py_spy(), "py-spy comes with ray[default]"
     started = time.time()
-    text = diagnostics.dump_stacks(adir, timeout_s=30)
+    text = diagnostics.dump_stacks(adir, timeout_s=120)  # py-spy on a busy machine
     assert "by py-spy dump" in text and "deep_in_the_rollout" in text and "1 Python process" in text
-    assert time.time() - started < 60
+    assert time.time() - started < 240  # the dump is bounded by its timeout
     kept = diagnostics.write_stacks(adir, text)
     assert diagnostics.saved_stacks(adir) == [kept]
 
 
 def test_without_py_spy_the_trainer_dumps_itself_on_a_signal(hung, monkeypatch):
     adir = hung(register=True)
-    deadline = time.time() + 30
+    deadline = time.time() + 120
     while not list((adir / "stacks").glob("faulthandler-*.txt")) and time.time() < deadline:
         time.sleep(0.1)
     monkeypatch.setattr(diagnostics, "py_spy", lambda: None)
-    text = diagnostics.dump_stacks(adir, timeout_s=30)
+    text = diagnostics.dump_stacks(adir, timeout_s=120)
     assert "faulthandler" in text and "deep_in_the_rollout" in text
     assert diagnostics.saved_stacks(adir) == []  # the faulthandler file is not a kept dump
     unregistered = hung(register=False)

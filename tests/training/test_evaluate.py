@@ -100,7 +100,7 @@ def test_reward_model_jobs_and_bad_paths_are_refused(tmp_path, models):
 def test_cli_reports_a_clear_error_and_exit_code_2(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "training.evaluate", "--run-dir", str(tmp_path),
                            "--checkpoint", str(tmp_path / "global_step_1"), "--out", str(tmp_path / "r.json")],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2
     assert proc.stderr.startswith("error: no job.json") and "Traceback" not in proc.stderr
 

@@ -30,7 +30,7 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-def _wait(cond, timeout: float = 20.0) -> bool:
+def _wait(cond, timeout: float = 120.0) -> bool:  # only a guard against a hang
     deadline = time.time() + timeout
     while time.time() < deadline:
         if cond():
@@ -76,7 +76,7 @@ def test_cancel_stops_the_whole_process_group(tmp_path):
     assert _wait(lambda: (adir / "exit.json").exists())
     result = json.loads((adir / "exit.json").read_text())
     assert result["cancelled"] is True and result["returncode"] == -signal.SIGTERM
-    assert _wait(lambda: not _alive(child) and not _alive(grandchild), timeout=10)
+    assert _wait(lambda: not _alive(child) and not _alive(grandchild))
 
 
 def test_sigkilled_supervisor_takes_the_child_along_and_goes_stale(tmp_path):
@@ -86,13 +86,13 @@ def test_sigkilled_supervisor_takes_the_child_along_and_goes_stale(tmp_path):
     child = int(pids.read_text().split()[0])
     assert _wait(lambda: (adir / "heartbeat").exists())
     os.kill(sup, signal.SIGKILL)
-    assert _wait(lambda: not _alive(child), timeout=10)  # PR_SET_PDEATHSIG
+    assert _wait(lambda: not _alive(child))  # PR_SET_PDEATHSIG
     assert not (adir / "exit.json").exists()
-    assert _wait(lambda: attempt_state(adir, stale_after_s=2.5) == "lost", timeout=10)
+    assert _wait(lambda: attempt_state(adir, stale_after_s=2.5) == "lost")
     # grandchildren are outside PDEATHSIG's reach: the web app reaps the lost group
     grand = int(pids.read_text().split()[1])
     assert kill_lost_group(adir, stale_after_s=2.5)
-    assert _wait(lambda: not _alive(grand), timeout=10)
+    assert _wait(lambda: not _alive(grand))
 
 
 def test_unusable_launch_json_is_reported(tmp_path):

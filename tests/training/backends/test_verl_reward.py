@@ -88,17 +88,25 @@ def _sample(i: int, split: str = "train", response: str | None = None) -> dict:
 
 def test_micro_batcher_gathers_threads_into_batches_and_keeps_order():
     seen: list[int] = []
+    # the first batch is held until every thread has submitted, so the rest wait together however slowly
+    # the threads start on a busy machine
+    submitted, lock, all_in = [0], threading.Lock(), threading.Event()
 
     def fn(items):
         seen.append(len(items))
-        time.sleep(0.01)
+        all_in.wait(timeout=120)
         return [x * 10 for x in items]
 
     batcher = MicroBatcher(fn, window_s=0.02, max_batch=8)
     results: dict[int, int] = {}
 
     def call(i):
-        results[i] = batcher.submit(i).result(timeout=5)
+        fut = batcher.submit(i)
+        with lock:
+            submitted[0] += 1
+            if submitted[0] == 40:
+                all_in.set()
+        results[i] = fut.result(timeout=120)
 
     threads = [threading.Thread(target=call, args=(i,)) for i in range(40)]
     for t in threads:
@@ -112,7 +120,7 @@ def test_micro_batcher_gathers_threads_into_batches_and_keeps_order():
 def test_micro_batcher_hands_a_scorer_crash_to_every_caller():
     batcher = MicroBatcher(lambda items: 1 / 0, window_s=0.001)
     with pytest.raises(ZeroDivisionError):
-        batcher.submit("x").result(timeout=5)
+        batcher.submit("x").result(timeout=120)
 
 
 def test_wrapper_batches_concurrent_calls_and_never_shares_the_sandbox(make_run, fake_sandbox):

@@ -71,7 +71,7 @@ def test_cli_exits_2_with_the_message(make_run):
     run = _edit(make_run("grpo"), group_size=1)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run([sys.executable, "-m", "training.local.train", "--run-dir", str(run)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 2
     assert "error: hp.group_size: GRPO needs a group size n of at least 2" in proc.stderr
     assert "Traceback" not in proc.stderr

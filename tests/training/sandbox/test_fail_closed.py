@@ -40,7 +40,7 @@ def test_a_bwrap_that_cannot_make_namespaces_refuses_reward_code_and_says_how_to
     info = isolation.isolation_info()
     assert info["mode"] == "refused" and not info["ok"] and "Permission denied" in info["reason"]
     cli = subprocess.run([sys.executable, "-m", "training.sandbox"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+                         timeout=300)
     assert cli.returncode == 1 and "reward code does not run here" in cli.stdout
 
 
@@ -129,7 +129,7 @@ def in_container(args: list[str], *, uid: int | None, seccomp: bool = True, opt_
         prefix = ["unshare", "-m", "--propagation", "private", "sh", "-c",
                   'mount --bind /dev/null /proc/keys && exec "$@"', "sh", *prefix]
     proc = subprocess.run([*prefix, SYSTEM_PYTHON, "-c", DRIVER, *args], input=source, env=env, cwd="/",
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -141,7 +141,7 @@ def test_in_a_container_without_user_namespaces_the_sandbox_refuses_and_says_so(
         out["refused"]
     check = subprocess.run([SYSTEM_PYTHON, str(HERE / "container_conditions.py"), "--uid", "65534", "--",
                             SYSTEM_PYTHON, "-m", "training.sandbox", "--json"], cwd="/", capture_output=True,
-                           text=True, timeout=60, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+                           text=True, timeout=300, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert check.returncode == 1 and json.loads(check.stdout)["mode"] == "refused"
     # the control: the same user without those seccomp rules gets bubblewrap (the rules are what refuse)
     control = in_container(["ok"], uid=65534, seccomp=False)

@@ -60,7 +60,7 @@ def test_each_samples_output_is_kept_with_its_result(exact):
 def test_writes_straight_to_the_file_descriptor_are_not_attributed_but_kept_for_errors():
     with RewardSandbox(PRINTS) as sb:
         res = sb.score_batch(items(["fd", "7"]))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while "straight to fd 2" not in sb._child.stderr_text() and time.monotonic() < deadline:
             time.sleep(0.05)  # the stderr tail is drained by a thread
         tail = sb._child.stderr_text()

@@ -77,7 +77,8 @@ def test_a_forged_result_line_fails_the_batch_loudly(forger, kind):
 
 def test_an_honest_slow_reward_keeps_its_own_time():
     src = "import time\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" \
-          "    time.sleep(0.05 if extra_info['i'] == 1 else 0)\n    return 1.0\n"
+          "    time.sleep(1.0 if extra_info['i'] == 1 else 0)\n    return 1.0\n"
     with RewardSandbox(src, exact_timing=True) as sb:
         d = sb.score_batch(items("plain")).durations_ms
-        assert d[1] >= 50 and d[0] < 40 and d[2] < 40
+        # its whole second is its own: not shared out, not put on a neighbour (however slow the round trips)
+        assert d[1] >= 1000 and d[0] < d[1] - 500 and d[2] < d[1] - 500, d

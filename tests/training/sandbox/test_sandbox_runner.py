@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from tests.sandbox_gate import GATE_SOURCE, new_gate, open_gate
 from training.sandbox import RewardLoadError, RewardSandbox, SandboxLimits, ScoreResult
 
 EXACT = """
@@ -91,15 +92,18 @@ def test_it_scores_a_batch_in_order_and_reuses_the_process():
 
 
 def test_iter_scores_streams_results_before_the_batch_is_done():
-    src = "import time\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" \
-          "    time.sleep(0.3 if solution_str == 'slow' else 0)\n    return 1.0\n"
-    with RewardSandbox(src) as sb:
-        start = time.monotonic()
+    # the slow samples wait in the sandbox until the first result has reached us: a batch that is only
+    # handed over whole never gets there, and its slow samples time out
+    gate = new_gate()
+    src = GATE_SOURCE + "import time\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" \
+        f"    if solution_str == 'slow':\n        _wait_at_gate({gate!r})\n        time.sleep(0.3)\n    return 1.0\n"
+    with RewardSandbox(src, limits=SandboxLimits(time_limit_s=60)) as sb:
         it = sb.iter_scores([item("fast"), item("slow"), item("slow")])
         first = next(it)
-        assert first.index == 0 and time.monotonic() - start < 0.25
+        assert first.index == 0 and first.score == 1.0
+        assert open_gate(gate)
         rest = list(it)
-        assert [r.index for r in rest] == [1, 2]
+        assert [(r.index, r.score) for r in rest] == [(1, 1.0), (2, 1.0)], rest
         assert rest[0].duration_ms >= 250  # a slow call is timed on its own
 
 
@@ -185,12 +189,13 @@ def test_big_batches_score_as_the_function_does_in_process():
 
 def test_exact_timing_times_an_outlier_on_its_own():
     src = "import time\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" \
-          "    time.sleep(0.05 if solution_str == 'slow' else 0)\n    return 1.0\n"
+          "    time.sleep(0.5 if solution_str == 'slow' else 0)\n    return 1.0\n"
     items = [item("fast")] * 40 + [item("slow")] + [item("fast")] * 40
     with RewardSandbox(src, exact_timing=True) as sb:
         durations = sb.score_batch(items).durations_ms
-        # grouped, its 50 ms would be shared out across the group; alone, it keeps them all
-        assert durations[40] >= 45 and statistics.median(durations[:40] + durations[41:]) < 5
+        # grouped, its 500 ms would be shared out across the group; alone, it keeps them all (and the others
+        # only their own round trip, however slow a busy machine makes that)
+        assert durations[40] >= 500 and statistics.median(durations[:40] + durations[41:]) < durations[40] / 10
 
 
 def test_a_crash_is_reported_for_its_sample_and_the_rest_is_scored(mischief):
@@ -210,11 +215,12 @@ def test_after_max_restarts_the_rest_of_the_batch_is_not_scored():
 
 def test_the_batch_time_limit_stops_a_slow_batch():
     src = "import time\ndef compute_score(data_source, solution_str, ground_truth, extra_info=None):\n" \
-          "    time.sleep(0.4)\n    return 1.0\n"
-    with RewardSandbox(src, limits=SandboxLimits(time_limit_s=1.0, batch_time_limit_s=1.0)) as sb:
+          "    time.sleep(3600 if solution_str == 'slow' else 0)\n    return 1.0\n"
+    # each call may take 10 minutes, the batch 10 s: the batch limit is what stops it
+    with RewardSandbox(src, limits=SandboxLimits(time_limit_s=600, batch_time_limit_s=10)) as sb:
         start = time.monotonic()
-        res = sb.score_batch([item(str(i)) for i in range(6)])
-        assert time.monotonic() - start < 3.0
+        res = sb.score_batch([item("fast"), item("fast")] + [item("slow")] * 4)
+        assert time.monotonic() - start < 600
         assert res[0].score == 1.0 and res[1].score == 1.0
         assert res[-1].score is None and "batch_time_limit_s" in res[-1].error
         assert sb.score_batch([item("x")])[0].score == 1.0

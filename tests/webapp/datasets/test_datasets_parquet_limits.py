@@ -46,7 +46,7 @@ def _capped(code: str, memory_mb: int) -> subprocess.CompletedProcess:
     """Run `code` in a Python whose writable memory is capped, as the import worker's child is."""
     prelude = (f"import resource; resource.setrlimit(resource.RLIMIT_DATA, ({memory_mb * MB}, {memory_mb * MB}))\n"
                "from webapp.datasets.parsing import FileError, open_source, peek\n")
-    return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=600,
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 

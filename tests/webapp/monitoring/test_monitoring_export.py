@@ -113,7 +113,7 @@ def test_export_through_a_real_worker(celery_worker_proc, make_job, checkpoint, 
     client = as_user(engineer)
     base = f"/p/{project.slug}/monitor/jobs/{job.pk}/"
     assert client.post(base + "checkpoints/5/export/").status_code == 302  # committed: the worker gets it
-    deadline = time.time() + 60
+    deadline = time.time() + 300
     while time.time() < deadline and not CheckpointExport.objects.filter(status="succeeded").exists():
         time.sleep(0.3)
     export = CheckpointExport.objects.get()

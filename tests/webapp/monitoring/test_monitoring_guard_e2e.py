@@ -63,7 +63,7 @@ def test_guard_restores_a_real_run_which_continues(page, live_server, project, e
     assert trip.data["hp"]["lr"] == pytest.approx(LR * 0.25)
     # the run continues from the restored checkpoint: attempt 2 logs the step after it, with the new lr
     # (the event is committed by the sync; the new attempt is recorded just after it, by the resume)
-    attempt = _wait(lambda: JobAttempt.objects.filter(job=job, number=2).first(), "the restored attempt", 60)
+    attempt = _wait(lambda: JobAttempt.objects.filter(job=job, number=2).first(), "the restored attempt")
     assert attempt.reason == "guard_rule" and attempt.resume_from.endswith(f"global_step_{to_step}")
     try:
         point = _wait(lambda: MetricPoint.objects.filter(job=job, attempt=2, step=to_step + 1,

@@ -62,7 +62,7 @@ def test_guarded_demo_trips_and_restores(page, live_server, project, engineer, d
     kl_at_target = MetricPoint.objects.get(job=job, attempt=1, step=to_step, name="actor/kl_loss").value
     assert kl_at_target <= 0.3  # the restored checkpoint is one where the rule held
     assert AuditLog.objects.filter(action="guard_rule.restore", object_id=str(job.pk)).exists()
-    attempt = _wait(lambda: JobAttempt.objects.filter(job=job, number=2).first(), "the restored attempt", 60)
+    attempt = _wait(lambda: JobAttempt.objects.filter(job=job, number=2).first(), "the restored attempt")
     assert attempt.reason == "guard_rule" and attempt.resume_from.endswith(f"global_step_{to_step}")
     point = _wait(lambda: MetricPoint.objects.filter(job=job, attempt=2, step=to_step + 1, name="actor/lr").first(),
                   "the restored attempt's first step")

@@ -6,13 +6,19 @@ from datetime import timedelta
 
 import pytest
 
+from tests.conftest import start_celery_workers, stop_celery_workers
+from tests.sandbox_gate import GATE_SOURCE, new_gate, open_gate
 from webapp.rewards import scoring
 from webapp.rewards.models import RewardTestRun
 
-SLOW = '''
+# The last sample (5+1) waits in the sandbox until the test has seen the partial count, so that the count is
+# there to see however slowly the machine answers.
+GATED = GATE_SOURCE + '''
 import time
 def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs):
     time.sleep(0.25)
+    if str(ground_truth) == "6":
+        _wait_at_gate("GATE")
     return 1.0 if str(solution_str).strip() == str(ground_truth).strip() else 0.0
 '''
 
@@ -82,19 +88,30 @@ def test_the_form_without_javascript_redirects_to_the_queued_run(as_user, engine
     assert "Queued for a worker" not in html and "per-sample" in html
 
 
-def test_a_real_worker_scores_it_and_reports_progress(celery_worker_proc, api_for, engineer, project, reward_fn,
-                                                      arith):
+@pytest.fixture
+def patient_worker(real_queue, transactional_db, tmp_path, settings):
+    """Real workers whose test-runs may take as long as the test needs to look (the gate above holds one)."""
+    procs = start_celery_workers(settings, tmp_path / "worker.log",
+                                 extra_env={"REWARD_TEST_RUN_TIME_LIMIT_S": "600", "REWARD_TIME_LIMIT_S": "600"})
+    yield procs[0]
+    stop_celery_workers(procs)
+
+
+def test_a_real_worker_scores_it_and_reports_progress(patient_worker, api_for, engineer, project, reward_fn, arith):
     api = api_for(engineer)
-    resp = api.post(_url(project, reward_fn), {"source": SLOW, "dataset_version": arith.pk, "limit": 6},
-                    format="json")
+    gate = new_gate()
+    resp = api.post(_url(project, reward_fn), {"source": GATED.replace("GATE", gate), "dataset_version": arith.pk,
+                                               "limit": 6}, format="json")
     assert resp.status_code == 202 and resp.json()["state"] == "queued"
-    seen, deadline = [], time.monotonic() + 90
+    seen, opened, deadline = [], False, time.monotonic() + 600  # the bound only guards against a hang
     while time.monotonic() < deadline:
         run = api.get(resp.json()["api_url"]).json()
         seen.append((run["state"], run["done_count"]))
         if run["state"] in ("succeeded", "errors", "failed"):
             break
+        if not opened and run["state"] == "running" and 0 < run["done_count"] < 6:
+            opened = open_gate(gate)
         time.sleep(0.1)
-    assert run["state"] == "succeeded", (run, celery_worker_proc.log_path.read_text()[-3000:])
+    assert run["state"] == "succeeded", (run, seen[-5:], patient_worker.log_path.read_text()[-3000:])
     assert [r["score"] for r in run["results"]] == [1.0] * 6 and run["done_count"] == 6
     assert any(state == "running" and 0 < done < 6 for state, done in seen), seen  # progress while it ran
