@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets import ingest
 from webapp.datasets.models import Dataset, DatasetRow, DatasetVersion, QualityReport, ReportStatus, VersionStatus
 from webapp.datasets.quality import ALGORITHM
@@ -123,10 +124,11 @@ def suggested_categories(drops: dict[str, list[int]], row_count: int) -> tuple[d
         if not rows:
             notes[key] = "no rows"
         elif len(union) >= row_count:
-            notes[key] = (f"not ticked: with the others it covers all {row_count:,} rows, and a version needs "
+            notes[key] = (f"not ticked: with the others it covers all {count(row_count, 'row')}, and a version needs "
                           f"at least one")
         elif len(union) > row_count * SUGGEST_AT_MOST:
-            notes[key] = f"not ticked: it would drop more than half of the {row_count:,} rows; tick it if you mean it"
+            notes[key] = (f"not ticked: it would drop more than half of the {count(row_count, 'row')}; "
+                          "tick it if you mean it")
         else:
             ticked, notes[key] = union, ""
     return notes, row_count - len(ticked)
@@ -156,4 +158,4 @@ def clean_version(*, report: QualityReport, user, categories: Iterable[str]) -> 
                "dropped_indices": sorted(drop)[:1000], "at": timezone.now().isoformat()}
     return version_derive(source=source, user=user, drop=drop, lineage=lineage, action="dataset.clean",
                           summary=f"Cleaned {source} into a new version: dropped {len(drop):,} of "
-                                  f"{source.row_count:,} rows ({what}) by quality report {report.pk}")
+                                  f"{count(source.row_count, 'row')} ({what}) by quality report {report.pk}")

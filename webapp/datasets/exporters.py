@@ -16,6 +16,7 @@ import orjson
 
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets import selectors
 from webapp.datasets.models import DatasetVersion
 
@@ -215,5 +216,5 @@ def export_version(*, version: DatasetVersion, fmt: str, out_path: str | Path, r
         with out_path.open("wb") as fh:
             n = write_jsonl(factory(), fh, kind, fmt, trl_style)
     audit(actor=user, action="dataset.export", project=version.project, obj=version,
-          summary=f"Exported {n:,} rows of {version} as {FORMATS[fmt]}" + (f" ({label})" if label else ""))
+          summary=f"Exported {count(n, 'row')} of {version} as {FORMATS[fmt]}" + (f" ({label})" if label else ""))
     return ExportResult(path=out_path, rows=n, format=fmt)

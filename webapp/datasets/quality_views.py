@@ -18,6 +18,7 @@ from django.views.decorators.http import require_POST
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets import cleaning, quality_service, selectors
 from webapp.datasets.models import ReportStatus
 from webapp.datasets.quality import contamination
@@ -138,6 +139,6 @@ def quality_clean(request, slug, dataset_id, number, report_id):
     except ApplicationError as exc:  # shown beside the button, the ticks kept
         return _render(request, access, version, report, {"clean": exc.message}, chosen=chosen)
     lin = new.lineage
-    messages.success(request, f"Created v{new.number}: {lin['rows_kept']:,} rows kept, {lin['rows_dropped']:,} "
-                              f"dropped from v{version.number} (which is unchanged).")
+    messages.success(request, f"Created v{new.number}: {count(lin['rows_kept'], 'row')} kept, "
+                              f"{lin['rows_dropped']:,} dropped from v{version.number} (which is unchanged).")
     return redirect(reverse("datasets-version", args=[slug, new.dataset_id, new.number]))

@@ -28,6 +28,7 @@ from django.utils.text import get_valid_filename
 from webapp.core.audit import audit
 from webapp.core.queue import INGEST_DATASET, enqueue
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets import ingest
 from webapp.datasets.fastrows import plain_normalizer
 from webapp.datasets.models import Dataset, DatasetImport, DatasetKind, DatasetVersion, ImportStatus, VersionStatus
@@ -274,8 +275,9 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
                               "errors_truncated": errors.count > len(errors.first), "column_map": shape.field_map}
     if errors.count and not skip:
         _discard(version, created)
-        raise _fail(record, user, f"{errors.count:,} of {read:,} rows are invalid, so nothing was imported. Fix them "
-                                  "or tick “skip bad rows” to import the other rows.", code="bad_rows", report=report)
+        raise _fail(record, user, f"{errors.count:,} of {count(read, 'row')} are invalid, so nothing was imported. "
+                                  "Fix them or tick “skip bad rows” to import the other rows.", code="bad_rows",
+                    report=report)
     if good == 0:
         _discard(version, created)
         raise _fail(record, user, "No valid rows: nothing was imported.", code="bad_rows", report=report)
@@ -306,7 +308,7 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
         record.report, record.error = report, ""
         record.save()
         audit(actor=user, action="dataset.import", project=version.project, obj=version,
-              summary=f"Imported {good:,} rows into {version}" + (f" ({errors.count:,} bad rows skipped)"
+              summary=f"Imported {count(good, 'row')} into {version}" + (f" ({count(errors.count, 'bad row')} skipped)"
                                                                  if errors.count else ""),
               after={"rows": good, "content_hash": version.content_hash, "file": record.filename})
     tracker(1.0, "done", force=True)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import random
 import re
 
+from webapp.core import text
+
 _SPEC = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
 
 
@@ -29,7 +31,8 @@ def val_count(spec: str | int | None, n: int) -> int:
     percent, count = parse_split(spec)
     if count is not None:
         if count >= n and count > 0:
-            raise ValueError(f"The split asks for {count} validation rows but only {n} rows were imported; "
+            raise ValueError(f"The split asks for {count} validation rows but only "
+                             f"{text.count(n, 'row')} {'was' if n == 1 else 'were'} imported; "
                              "at least one row must stay for training.")
         return count
     k = round(n * percent / 100)

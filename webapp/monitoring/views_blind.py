@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from webapp.core.access import project_access
 from webapp.core.models import Membership, Role
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.monitoring.blind_results import RULE, blind_results
 from webapp.monitoring.forms import ArenaExportForm, ArenaForm
@@ -26,7 +27,7 @@ from webapp.monitoring.services.judges import judge_choices, judge_request, judg
 def version_choices(project) -> list[tuple[int, str]]:
     versions = DatasetVersion.objects.filter(dataset__project=project, status=VersionStatus.READY) \
         .select_related("dataset").order_by("dataset__name", "-number")[:300]
-    return [(v.pk, f"{v.dataset.name} v{v.number} ({v.row_count} rows)") for v in versions]
+    return [(v.pk, f"{v.dataset.name} v{v.number} ({count(v.row_count, 'row')})") for v in versions]
 
 
 def _form(project, data=None, job: str = "") -> ArenaForm:
@@ -205,8 +206,9 @@ def arena_export_view(request, slug, task_id):
     except ApplicationError as exc:
         messages.error(request, exc.message)
         return redirect("monitor-blind", slug=slug, task_id=task.pk)
-    messages.success(request, f"Exported {version.row_count} preference pairs as {version}. Review them, or train a "
-                              "reward model on them (tick “Include unreviewed pairs” to use them before review).")
+    messages.success(request, f"Exported {count(version.row_count, 'preference pair')} as {version}. "
+                              "Review them, or train a reward model on them "
+                              "(tick “Include unreviewed pairs” to use them before review).")
     return redirect(reverse("datasets-version", args=[slug, version.dataset_id, version.number]))
 
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 from webapp.core.audit import audit
 from webapp.core.models import AuditLog, Project
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
 from webapp.review import tally
 from webapp.review.counters import apply_delta, bump
@@ -188,7 +189,7 @@ def assignments_release(*, actor, project: Project, version: DatasetVersion, rev
     if open_rows:
         bump(ReviewerStats, {"version_id": version.pk, "reviewer_id": reviewer.pk}, assigned=-len(open_rows))
     audit(actor=actor, action="review.release", project=project, obj=version,
-          summary=f"Released {len(open_rows)} open pairs of {reviewer.username}",
+          summary=f"Released {count(len(open_rows), 'open pair')} of {reviewer.username}",
           before={"open": len(open_rows)}, after={"open": 0})
     return len(open_rows)
 

@@ -13,6 +13,7 @@ from webapp.core.access import project_access
 from webapp.core.forms import apply_error
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.forms import ExportForm
 from webapp.datasets.views import export_response, version_url
 from webapp.review import exports, selectors, services
@@ -196,7 +197,7 @@ def release(request, slug, version_id):
         else:
             n = services.assignments_release(actor=request.user, project=access.project, version=version,
                                              reviewer=reviewer)
-            messages.success(request, f"Released {n} open pairs of {reviewer.username}.")
+            messages.success(request, f"Released {count(n, 'open pair')} of {reviewer.username}.")
     else:
         messages.error(request, "Choose a reviewer.")
     return redirect("review-stats", slug=slug, version_id=version.pk)

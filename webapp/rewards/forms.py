@@ -7,6 +7,7 @@ from django import forms
 
 from training.reward_mix import SHAPING_LABELS, SHAPINGS
 from webapp.core import jsonsafe
+from webapp.core.text import count
 from webapp.rewards import selectors
 from webapp.rewards.samples import MAX_SAMPLES
 
@@ -63,7 +64,7 @@ class RewardTestRunForm(forms.Form):
     def __init__(self, *args, project, **kwargs):
         super().__init__(*args, **kwargs)
         self.fields["dataset_version"].choices = [("", "— none (pasted responses only) —")] + [
-            (dv.pk, f"{dv.dataset.name} v{dv.number} · {dv.dataset.get_kind_display()} · {dv.row_count} rows")
+            (dv.pk, f"{dv.dataset.name} v{dv.number} · {dv.dataset.get_kind_display()} · {count(dv.row_count, 'row')}")
             for dv in selectors.testable_dataset_versions(project=project)]
         from webapp.rewards import rollouts
 

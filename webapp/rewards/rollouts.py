@@ -19,6 +19,7 @@ from typing import Any
 from training.generation import GenerationError, load_generator
 from training.ingest import read_samples, sample_steps
 from training.rundir import RunDir
+from webapp.core.text import count
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards import samples as sample_lib
 
@@ -96,7 +97,8 @@ def model_samples(*, project, model_id: int, rows: list[dict[str, Any]],
         raise sample_lib.SampleError(f"No causal LM #{model_id} with a local folder in this project.")
     if not rows:
         raise sample_lib.SampleError("The chosen dataset version has no rows in that split.")
-    origin = f"{len(rows)} responses sampled from {model.name} (greedy, at most {SAMPLE_MAX_NEW_TOKENS} tokens)"
+    origin = (f"{count(len(rows), 'response')} sampled from {model.name} "
+              f"(greedy, at most {SAMPLE_MAX_NEW_TOKENS} tokens)")
     if not generate:
         return origin, []
     prompts = [row.get("prompt") if isinstance(row.get("prompt"), list) else row.get("prompt_text", "")

@@ -27,6 +27,7 @@ from webapp.core.audit import audit
 from webapp.core.models import Project
 from webapp.core.queue import RUN_REWARD_TEST, USER_CODE_QUEUE, enqueue
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.models import DatasetRow, VersionStatus
 from webapp.rewards import samples as sample_lib
 from webapp.rewards.analysis import normalize_source, pair_summary, source_sha256, summarize
@@ -370,7 +371,8 @@ def reward_test_run_execute(*, run_id: int) -> RewardTestRun | None:
         what = f"v{run.version.number}" if run.version else f"draft {run.sha256[:12]}"
         on = run.origin or (str(run.dataset_version) if run.dataset_version else "pasted responses")
         audit(actor=run.created_by, action="reward.test_run", project=run.function.project, obj=run,
-              summary=f"Test-run of {run.function.name} {what} on {on}: {len(samples)} samples, {run.state_words}")
+              summary=f"Test-run of {run.function.name} {what} on {on}: "
+                      f"{count(len(samples), 'sample')}, {run.state_words}")
     return run
 
 

@@ -8,6 +8,7 @@ from django import forms
 from training import jobconfig as cfg
 from training.guard_rules import ACTIONS, BUILTIN, KL_RULE, Rule, RuleConfigError, describe, parse_rules
 from training.presets import DEFAULT_PRESET, PRESETS, preset_choices
+from webapp.core.text import count
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import Backend, JobKind
@@ -101,7 +102,7 @@ def settings_initial(config: dict) -> dict[str, Any]:
 
 class _VersionChoice(forms.ModelChoiceField):
     def label_from_instance(self, dv: DatasetVersion) -> str:
-        return f"{dv.dataset.name} v{dv.number} · {dv.dataset.get_kind_display()} · {dv.row_count} rows"
+        return f"{dv.dataset.name} v{dv.number} · {dv.dataset.get_kind_display()} · {count(dv.row_count, 'row')}"
 
 
 class _ModelChoice(forms.ModelChoiceField):

@@ -12,6 +12,7 @@ from webapp.core.access import project_access
 from webapp.core.forms import apply_error
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.core.workers import worker_online
 from webapp.rewards.models import RewardVersion
 from webapp.runs import selectors
@@ -60,7 +61,7 @@ def rescore_list(request, slug, pk):
             except ApplicationError as exc:
                 apply_error(form, exc)
             else:
-                messages.success(request, f"Re-score #{rescore.pk} queued: {rescore.sample_count} samples.")
+                messages.success(request, f"Re-score #{rescore.pk} queued: {count(rescore.sample_count, 'sample')}.")
                 return redirect("runs:rescore", slug, job.pk, rescore.pk)
     stored = rollouts.steps(job.run_dir) if job.run_dir else []
     return render(request, "runs/rescore_list.html", {

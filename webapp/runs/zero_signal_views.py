@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 from webapp.core.access import project_access
 from webapp.core.models import Role
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.models import DatasetKind, DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardVersion
@@ -102,6 +103,7 @@ def zero_signal_derive(request, slug, run_id):
         messages.error(request, exc.message)
         return redirect(_quality_url(run.version, run))
     lin = new.lineage
-    messages.success(request, f"Created v{new.number}: {lin['rows_kept']:,} prompts kept, {lin['rows_dropped']:,} "
-                              f"zero-signal prompts dropped from v{run.version.number} (which is unchanged).")
+    messages.success(request, f"Created v{new.number}: {count(lin['rows_kept'], 'prompt')} kept, "
+                              f"{count(lin['rows_dropped'], 'zero-signal prompt')} dropped "
+                              f"from v{run.version.number} (which is unchanged).")
     return redirect(reverse("datasets-version", args=[slug, new.dataset_id, new.number]))

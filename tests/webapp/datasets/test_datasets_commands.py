@@ -34,7 +34,7 @@ def test_import_reports_bad_rows_and_stores_nothing(project, write, pairs):
         cli("import_dataset", str(path), "--project", "acme", "--name", "p")
     assert not Dataset.objects.exists()
     out, _ = cli("import_dataset", str(path), "--project", "acme", "--name", "p", "--skip-bad-rows")
-    assert "Imported 4 rows" in out and "skipped 1 bad rows (first: line 5: missing rejected)" in out
+    assert "Imported 4 rows" in out and "skipped 1 bad row (first: line 5: missing rejected)" in out
 
 
 @pytest.mark.parametrize("args,message", [

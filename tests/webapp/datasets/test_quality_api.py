@@ -95,7 +95,7 @@ def test_command_prints_the_report_and_reuses_it(problems, evalset, engineer):
     call_command("dataset_report", "acme", "problems", "--eval", "evalset", "--user", "erin", stdout=out,
                  stderr=StringIO())
     text = out.getvalue()
-    assert "Near-duplicates: 1 clusters, 2 rows" in text and "against evalset v1: 1 rows: #4" in text
+    assert "Near-duplicates: 1 cluster, 2 rows" in text and "against evalset v1: 1 row: #4" in text
     assert "WARNING: Instruction is 80%" in text and "Languages: English" in text
     out = StringIO()
     call_command("dataset_report", "acme", "problems", "--version", "1", "--eval", "evalset:1", "--json",

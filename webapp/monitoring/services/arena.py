@@ -19,6 +19,7 @@ from training.arena import SAMPLING_DEFAULTS
 from webapp.core.audit import audit
 from webapp.core.queue import GENERATE_ARENA, enqueue
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
 from webapp.monitoring.models import BlindPair, BlindSource, BlindTask, EvaluationStatus
 from webapp.monitoring.services.generation import GENERATION_TIMEOUT_S, generate
@@ -138,7 +139,8 @@ def arena_create(*, project, user, side_a: str, side_b: str, prompts: list, samp
         raise ApplicationError("The seed must be a whole number from 0.", field="seed")
     title = (title or "").strip()[:200] or f"{a['label']} vs {b['label']}"[:200]
     rows = [prompt_row(p) for p in prompts]
-    origin = f"{dataset_version} ({len(rows)} prompts)" if dataset_version else f"{len(rows)} typed prompts"
+    origin = (f"{dataset_version} ({count(len(rows), 'prompt')})" if dataset_version
+              else count(len(rows), "typed prompt"))
     with transaction.atomic():
         arena = BlindTask.objects.create(
             project=project, source=BlindSource.ARENA, title=title, created_by=user, sides={"a": a, "b": b},
@@ -148,7 +150,7 @@ def arena_create(*, project, user, side_a: str, side_b: str, prompts: list, samp
         if assignees:
             arena.assignees.set(assignees)
         audit(actor=user, action="arena.create", project=project, obj=arena,
-              summary=f"Started arena #{arena.pk}: {title} on {len(prompts)} prompts",
+              summary=f"Started arena #{arena.pk}: {title} on {count(len(prompts), 'prompt')}",
               after={"sides": arena.sides, "sampling": sampling, "seed": arena.seed, "prompts": len(prompts)})
         queue_name = "gpu" if any(_side_queue(s) == "gpu" for s in (a, b)) else "cpu"
         transaction.on_commit(lambda: enqueue(GENERATE_ARENA, arena.pk, queue=queue_name))

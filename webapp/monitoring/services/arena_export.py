@@ -14,6 +14,7 @@ from typing import Any
 
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.models import DatasetVersion
 from webapp.datasets.services import dataset_import
 from webapp.monitoring.blind_results import pair_verdicts
@@ -90,6 +91,6 @@ def arena_export(*, arena: BlindTask, user, name: str = "", split: str = "10%", 
         version = dataset_import(project=arena.project, user=user, name=name, path=path, kind="preference",
                                  split=split, split_seed=arena.seed % 2**31, filename=path.name)
     audit(actor=user, action="arena.export", project=arena.project, obj=arena,
-          summary=f"Exported {len(rows)} judgements of arena #{arena.pk} as {version}",
+          summary=f"Exported {count(len(rows), 'judgement')} of arena #{arena.pk} as {version}",
           after={"dataset_version": version.pk, "rows": len(rows), "skipped": skipped, "agreed_only": agreed_only})
     return version

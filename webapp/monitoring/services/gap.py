@@ -12,6 +12,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from webapp.core.text import count
 from webapp.monitoring.blind_results import blind_results
 from webapp.monitoring.models import BlindTask
 from webapp.notifications.services import notify
@@ -71,7 +72,7 @@ def gap_check(task: BlindTask) -> dict[str, Any]:
     task.save(update_fields=fields)
     if newly:
         text = (f"Reward may be hacked: step {ckpt.step}'s mean reward rose by {rise:.3f} since "
-                f"{task.opponent}, but people preferred it in {human.rate:.0%} of {human.n} pairs "
+                f"{task.opponent}, but people preferred it in {human.rate:.0%} of {count(human.n, 'pair')} "
                 f"(95 % interval {human.lo:.2f}–{human.hi:.2f}).")
         RunEvent.objects.create(job=job, kind="reward_gap", step=ckpt.step, message=text[:500],
                                 data={"task": task.pk, **{k: v for k, v in gap.items() if k != "rule"}})

@@ -11,6 +11,7 @@ from django.db import transaction
 from training.rundir import RunDir, read_jsonl
 from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.monitoring.models import BlindPair, BlindSource, BlindTask, CheckpointEvaluation, EvaluationStatus
 from webapp.monitoring.services.blind import new_pair
 from webapp.runs.models import Checkpoint, RunEvent
@@ -76,7 +77,7 @@ def human_eval_create(*, checkpoint: Checkpoint, user, limit: int = 100) -> Blin
                  extra_info=r.get("extra_info") if isinstance(r.get("extra_info"), dict) else {})
         for i, r in enumerate(rows)])
     RunEvent.objects.create(job=job, kind="human_eval", step=checkpoint.step, actor=user,
-                            message=f"Human evaluation opened on step {checkpoint.step} ({len(rows)} items)",
+                            message=f"Human evaluation opened on step {checkpoint.step} ({count(len(rows), 'item')})",
                             data={"task": task.pk})
     audit(actor=user, action="human_eval.create", project=job.project, obj=task,
           summary=f"Opened human evaluation of run #{job.pk} step {checkpoint.step} from {source}",

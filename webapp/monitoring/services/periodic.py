@@ -20,6 +20,7 @@ from training.rundir import RunDir, read_jsonl
 from webapp.core.models import ROLE_RANK, Membership, Role
 from webapp.core.queue import PREPARE_HUMAN_EVAL, enqueue
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.models import DatasetRow
 from webapp.monitoring.models import BlindSource, BlindTask, EvaluationStatus
 from webapp.monitoring.services.gap import schedule_of
@@ -114,7 +115,7 @@ def _open_scheduled(job: Job, ckpt: Checkpoint, ckpts: list[Checkpoint], k: int,
             transaction.on_commit(lambda: enqueue(PREPARE_HUMAN_EVAL, task.pk, queue=job.queue or "cpu"))
         RunEvent.objects.create(job=job, kind="human_eval", step=ckpt.step,
                                 message=f"Scheduled human evaluation of step {ckpt.step} vs {a['label']} "
-                                        f"({len(rows)} prompts from {origin})", data={"task": task.pk})
+                                        f"({count(len(rows), 'prompt')} from {origin})", data={"task": task.pk})
     return task
 
 
@@ -144,7 +145,7 @@ def open_assigned(task: BlindTask) -> BlindTask:
     step = task.b_checkpoint.step
     notify(task.project, "human_eval.assigned", job=job,
            message=f"Blind human evaluation #{task.pk} of step {step} vs {task.opponent} "
-                   f"({task.pairs.count()} pairs) is open for: {names}",
+                   f"({count(task.pairs.count(), 'pair')}) is open for: {names}",
            data={"task": task.pk, "step": step, "reviewers": [u.username for u in people],
                  "url": f"/p/{task.project.slug}/monitor/blind/{task.pk}/judge/"})
     return task

@@ -20,6 +20,7 @@ from django.utils import timezone
 from training import ingest, rollouts
 from training.reward_mix import component_names, mix
 from training.rundir import RunDir, read_json
+from webapp.core import text
 from webapp.core.audit import audit
 from webapp.core.queue import RESCORE_RUN, USER_CODE_QUEUE, enqueue
 from webapp.core.services import ApplicationError
@@ -103,7 +104,8 @@ def rescore_create(*, job: Job, user, version, steps: list[int] | None = None, c
         rescore = Rescore.objects.create(job=job, reward_version=version, component=component, steps=wanted,
                                          sample_count=count, created_by=user)
         audit(actor=user, action="run.rescore", project=job.project, obj=rescore,
-              summary=f"Re-score of {job.name} ({count} samples, {len(wanted)} steps) with {version}"
+              summary=f"Re-score of {job.name} ({text.count(count, 'sample')}, {text.count(len(wanted), 'step')}) "
+                      f"with {version}"
                       + (f" in place of {component}" if component else ""))
         if queue:
             transaction.on_commit(lambda: enqueue(RESCORE_RUN, rescore.pk, queue=USER_CODE_QUEUE))
@@ -224,5 +226,6 @@ def rescore_execute(*, rescore_id: int) -> Rescore | None:
         rescore.save()
         share = f"{changed / done:.0%}" if done else "n/a"
         audit(actor=rescore.created_by, action="run.rescore_done", project=rescore.job.project, obj=rescore,
-              summary=f"Re-score {rescore.pk} of {rescore.job.name}: {rescore.state}, {done} samples, {share} changed")
+              summary=f"Re-score {rescore.pk} of {rescore.job.name}: {rescore.state}, "
+                      f"{text.count(done, 'sample')}, {share} changed")
     return rescore

@@ -27,6 +27,7 @@ from training.rundir import write_json
 from webapp.core.audit import audit
 from webapp.core.queue import ZERO_SIGNAL, enqueue
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.cleaning import version_derive
 from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
@@ -268,7 +269,8 @@ def dry_run_derive(*, run: ZeroSignalRun, user) -> DatasetVersion:
     with transaction.atomic():
         version = version_derive(source=source, user=user, drop=tied, lineage=lineage,
                                  action="dataset.zero_signal_drop",
-                                 summary=f"Dropped {len(tied):,} zero-signal prompts of {source} (dry run {run.pk}: "
+                                 summary=f"Dropped {count(len(tied), 'zero-signal prompt')} of {source} "
+                                         f"(dry run {run.pk}: "
                                          f"{share} tied, {source_label(run)}) into a new version")
         _update(run, derived=version)
     return version

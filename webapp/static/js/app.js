@@ -6,6 +6,8 @@
   }
   window.wb = {
     csrf: () => cookie('csrftoken'),
+    // "1 pair", "2 pairs": a count with its noun in the right number (`plural` for an irregular noun).
+    count: (n, noun, plural) => `${n} ${Number(n) === 1 ? noun : (plural || noun + 's')}`,
     async post(url, data) {
       const resp = await fetch(url, {
         method: 'POST', credentials: 'same-origin',

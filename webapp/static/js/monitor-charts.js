@@ -143,7 +143,7 @@
     const wideNow = n < wide.n || (lo !== undefined && hi !== undefined && (hi - lo) / 2 > wide.half_width);
     if (!wideNow) return '';
     const pct = (v) => `${Math.round(v * 100)}%`;
-    const few = n < wide.n ? `only ${n} judged pair${n === 1 ? '' : 's'}` : `${n} judged pairs`;
+    const few = (n < wide.n ? 'only ' : '') + window.wb.count(n, 'judged pair');
     const span = lo !== undefined && hi !== undefined ? `; the true rate could be anywhere from ${pct(lo)} to ${pct(hi)}` : '';
     return `Too few samples to trust this rate: ${few}${span}.`;
   }

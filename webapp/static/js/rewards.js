@@ -107,7 +107,7 @@
     let wait = 300;
     while (run.state === 'queued' || run.state === 'running') {
       status.textContent = run.state === 'queued' ? 'Queued for a worker…'
-        : 'Running in the sandbox… ' + run.done_count + ' of ' + run.sample_count + ' samples';
+        : 'Running in the sandbox… ' + run.done_count + ' of ' + window.wb.count(run.sample_count, 'sample');
       await new Promise((resolve) => setTimeout(resolve, wait));
       wait = Math.min(1000, wait + 100);
       run = await window.wb.get(run.api_url);
@@ -196,7 +196,7 @@
         if (cm) markLines(cm, lines, messages);
         const s = run.summary && run.summary.all;
         status.textContent = run.state === 'failed' ? 'The reward could not run: ' + run.error
-          : 'Done: ' + run.sample_count + ' samples in ' + Math.round(run.duration_ms) + ' ms' +
+          : 'Done: ' + window.wb.count(run.sample_count, 'sample') + ' in ' + Math.round(run.duration_ms) + ' ms' +
             (s && s.errors ? ', ' + run.state_words : '') +
             (run.is_reference_check ? ' (a reference check: each ground truth scored against itself)' : '') + '.';
         area.querySelector('section').scrollIntoView({behavior: 'smooth', block: 'start'});

@@ -83,7 +83,7 @@
       const l = data.lengths;
       const over = l ? ` Prompts longer than the max prompt length ${l.max_prompt_length}: ${l.over} of ${l.rows}` +
         ` (${(100 * l.share).toFixed(1)}%), longest ${l.max} ${l.unit}.` : '';
-      dataLine.textContent = c ? `${c.included} rows (${c.train} train, ${c.val} validation); ${c.excluded} excluded.${over}` : '—';
+      dataLine.textContent = c ? `${wb.count(c.included, 'row')} (${c.train} train, ${c.val} validation); ${c.excluded} excluded.${over}` : '—';
     } catch (err) {
       status.textContent = 'Preview unavailable: ' + err.message;
     }

@@ -14,6 +14,7 @@ from django.http import Http404
 from webapp.core.commands import command_engineer
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets import quality_service, selectors
 from webapp.datasets.models import ReportStatus
 
@@ -98,16 +99,16 @@ class Command(BaseCommand):
 def render_text(report) -> str:
     r, v = report.result, report.version
     s = r["sections"]
-    out = [f"Quality report {report.pk} of {v.dataset.name} v{v.number} ({r['rows']:,} rows, "
+    out = [f"Quality report {report.pk} of {v.dataset.name} v{v.number} ({count(r['rows'], 'row')}, "
            f"computed in {report.seconds} s)", ""]
     tt = s["task_types"]
     out.append("Task types: " + ", ".join(f"{t['label']} {t['rows']:,} ({t['share']:.0%})" for t in tt["table"]))
     if tt["warning"]:
         out.append(f"  WARNING: {tt['warning']}")
     d = s["duplicates"]
-    out.append(f"Near-duplicates: {d['near']['clusters']:,} clusters, {d['near']['rows']:,} rows beyond the first "
-               f"of each (similarity >= {d['near']['threshold']})")
-    out.append(f"Exact duplicates: {d['exact']['groups']:,} groups, {d['exact']['rows']:,} extra rows")
+    out.append(f"Near-duplicates: {count(d['near']['clusters'], 'cluster')}, {count(d['near']['rows'], 'row')} "
+               f"beyond the first of each (similarity >= {d['near']['threshold']})")
+    out.append(f"Exact duplicates: {count(d['exact']['groups'], 'group')}, {count(d['exact']['rows'], 'extra row')}")
     if "identical_pairs" in s:
         p = s["identical_pairs"]
         out.append(f"Pairs without a preference: {p['rows']:,} ({p['identical']} identical, "
@@ -115,7 +116,7 @@ def render_text(report) -> str:
     c = s["contamination"]
     if c["eval_sets"]:
         sets = ", ".join(f"{e['dataset']} v{e['number']}" for e in c["eval_sets"])
-        out.append(f"Contamination ({c['ngram']}-grams) against {sets}: {c['rows']:,} rows"
+        out.append(f"Contamination ({c['ngram']}-grams) against {sets}: {count(c['rows'], 'row')}"
                    + (": " + " ".join(f"#{x['index']}" for x in c["listed"][:20]) if c["listed"] else ""))
     else:
         out.append("Contamination: no evaluation set chosen (--eval DATASET)")

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 from webapp.core.commands import command_engineer
 from webapp.core.models import Project
 from webapp.core.services import ApplicationError
+from webapp.core.text import count
 from webapp.datasets.services import ImportFailed, dataset_import
 from webapp.datasets.shapes import parse_column_map
 
@@ -61,11 +62,12 @@ class Command(BaseCommand):
             raise CommandError(exc.message) from None
         report = version.report
         self.stdout.write(self.style.SUCCESS(
-            f"Imported {version.row_count} rows into {version} ({version.train_count} train, {version.val_count} val; "
+            f"Imported {count(version.row_count, 'row')} into {version} "
+            f"({version.train_count} train, {version.val_count} val; "
             f"{report.get('shape')}, {report.get('format')}); content hash {version.content_hash[:12]}"))
         if report.get("skipped"):
-            self.stdout.write(f"  skipped {report['skipped']} bad rows (first: line "
+            self.stdout.write(f"  skipped {count(report['skipped'], 'bad row')} (first: line "
                               f"{report['errors'][0].get('line') or report['errors'][0]['row']}: "
                               f"{report['errors'][0]['reason']})")
         if report.get("duplicates", {}).get("rows"):
-            self.stdout.write(f"  {report['duplicates']['rows']} exact duplicate rows")
+            self.stdout.write(f"  {count(report['duplicates']['rows'], 'exact duplicate row')}")
