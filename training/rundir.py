@@ -44,6 +44,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("  stacks/<unix>.txt", "stack dumps of the attempt's processes, taken when a stall is detected"),
     ("", "(training.diagnostics: py-spy, or faulthandler-<pid>.txt where the trainer registered one)"),
     ("  overrides.txt", "VERL: the attempt's Hydra override list, for humans"),
+    ("  resolved.txt", "VERL: each setting at the key VERL resolved it to, checked against the plan before launch"),
     ("  hydra/", "VERL: Hydra's output folder (.hydra/*.yaml: the composed configuration)"),
     ("checkpoints/", "one global_step_N/ folder per save (training.checkpoints)"),
     ("  latest_checkpointed_iteration.txt", '"N", rewritten after every successful save (as VERL does)'),
@@ -204,6 +205,10 @@ class AttemptDir:
     @property
     def verl_overrides(self) -> Path:
         return self.path / "overrides.txt"
+
+    @property
+    def verl_resolved(self) -> Path:
+        return self.path / "resolved.txt"
 
     @property
     def hydra(self) -> Path:

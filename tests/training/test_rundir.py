@@ -31,7 +31,8 @@ def test_every_path_of_the_layout_has_a_home_in_rundir():
     attempt = run.attempt(3)
     assert {attempt.launch.name, attempt.supervisor_pid.name, attempt.heartbeat.name, attempt.log.name,
             attempt.metrics.name, attempt.cancel.name, attempt.lost.name, attempt.killed.name, attempt.exit.name,
-            f"{attempt.stacks.name}/<unix>.txt", attempt.verl_overrides.name, f"{attempt.hydra.name}/"} == \
+            f"{attempt.stacks.name}/<unix>.txt", attempt.verl_overrides.name, attempt.verl_resolved.name,
+            f"{attempt.hydra.name}/"} == \
         {p.strip() for p, _ in LAYOUT[[p for p, _ in LAYOUT].index("attempts/<K>/") + 1:
                                       [p for p, _ in LAYOUT].index("checkpoints/")] if p.strip()}
     assert attempt.path == Path("/r/attempts/3") and attempt.number == 3

@@ -4,6 +4,7 @@
   data/train.parquet, data/val.parquet   the pinned rows in VERL's schema (training/parquet.py)
   verl/reward.json, verl/reward_fn.py    the reward wrapper config and VERL's entry point
   attempts/<K>/overrides.txt             the override list, for humans
+  attempts/<K>/resolved.txt              each setting at the key VERL resolved it to (checked before launch)
 and returns the LaunchPlan. Single node: the supervisor runs main_ppo as its child. Multi-node:
 the plan is a blocking `ray job submit` to RAY_ADDRESS, and `cancel_argv` is `ray job stop`.
 The run directory must then be on storage every node sees (the driver runs on the cluster).
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from training import hparams, parquet
+from training.backends import verl_resolved
 from training.backends.base import (
     REPO_ROOT,
     BackendError,
@@ -32,9 +34,10 @@ from training.backends.base import (
 )
 from training.backends.verl_overrides import (
     VerlPaths,
-    build_overrides,
     decide_resume,
     is_on_policy_distill,
+    override_pairs,
+    render_overrides,
     reward_loop_workers,
 )
 from training.ingest import latest_checkpointed_step
@@ -185,14 +188,25 @@ class VerlBackend:
         return VerlPaths(run_dir=run_dir, train_parquet=run.parquet("train"), val_parquet=run.parquet("val"),
                          reward_module=run.verl_reward_module, attempt=attempt)
 
+    def _reward_module(self, run_dir: Path, attempt: int) -> str | None:
+        """The reward entry point VERL must load: the stub `prepare` writes."""
+        module = self._paths(run_dir, attempt).reward_module
+        return str(module) if module is not None else None
+
     def overrides(self, spec: dict[str, Any], run_dir: Path, attempt: int, n_train_rows: int,
                   own_latest: int | None, env_for_ray: dict[str, str] | None = None) -> list[str]:
         """The override list for attempt `attempt` (pure; used by prepare and dry_run)."""
+        return self._plan(spec, run_dir, attempt, n_train_rows, own_latest, env_for_ray)[0]
+
+    def _plan(self, spec: dict[str, Any], run_dir: Path, attempt: int, n_train_rows: int,
+              own_latest: int | None, env_for_ray: dict[str, str] | None = None) -> tuple[list[str], list]:
+        """The rendered override list and the (path, value) pairs it renders."""
         resume = decide_resume(spec, run_dir, attempt, own_latest)
         model = (spec.get("model") or {}).get("path")
         template = None if has_chat_template(model) else PLAIN_CHAT_TEMPLATE
-        return build_overrides(spec, self._paths(run_dir, attempt), n_train_rows, resume, env_for_ray,
+        pairs = override_pairs(spec, self._paths(run_dir, attempt), n_train_rows, resume, env_for_ray,
                                chat_template=template)
+        return render_overrides(spec, pairs), pairs
 
     def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
         run_dir = Path(run_dir).resolve()
@@ -241,8 +255,11 @@ class VerlBackend:
         if cpu:
             env.update(cpu_env())
         ray_env = {"VERL_FILE_LOGGER_PATH": env["VERL_FILE_LOGGER_PATH"], "WANDB_MODE": "disabled"}
-        ov = self.overrides(spec, run_dir, attempt, len(train_rows), own_latest, ray_env)
+        ov, pairs = self._plan(spec, run_dir, attempt, len(train_rows), own_latest, ray_env)
         adir.verl_overrides.write_text("\n".join(ov) + "\n")
+        # What main_ppo will see, checked against the plan before anything starts.
+        table = verl_resolved.check(spec, ov, pairs, self._reward_module(run_dir, attempt))
+        adir.verl_resolved.write_text(verl_resolved.table_text(table))
         if nnodes == 1:
             scratch = [ray_temp_dir(run_dir, attempt)] if cpu else []
             return LaunchPlan(argv=[python_executable(), "-m", ENTRY, *ov], env=env, cwd=str(run_dir),
@@ -263,7 +280,12 @@ class VerlBackend:
         run.verl_reward_module.write_text(stub)
 
     def dry_run(self, spec: dict[str, Any], run_dir: Path) -> str:
-        """The command the next attempt would run, without writing anything."""
+        """The command the next attempt would run, then the table of what VERL resolves; writes nothing."""
+        text, rows = self.preview(spec, run_dir)
+        return text + verl_resolved.table_text(rows)
+
+    def preview(self, spec: dict[str, Any], run_dir: Path) -> tuple[str, list[verl_resolved.Row]]:
+        """The next attempt's command, and each setting's resolved VERL key (checked as a launch checks it)."""
         run_dir = Path(run_dir).resolve()
         attempt = len(RunDir(run_dir).attempts()) + 1
         try:
@@ -273,9 +295,10 @@ class VerlBackend:
         env = base_env(run_dir, attempt, create=False)
         ray_env = {"VERL_FILE_LOGGER_PATH": env["VERL_FILE_LOGGER_PATH"], "WANDB_MODE": "disabled"}
         own_latest = latest_checkpointed_step(RunDir(run_dir).checkpoints)
-        ov = self.overrides(spec, run_dir, attempt, n_rows, own_latest, ray_env)
+        ov, pairs = self._plan(spec, run_dir, attempt, n_rows, own_latest, ray_env)
         head = [f"# run dir: {run_dir}", f"# attempt: {attempt}", f"python -m {ENTRY}"]
-        return "\n".join(head + ov) + "\n"
+        return "\n".join(head + ov) + "\n", verl_resolved.check(spec, ov, pairs,
+                                                                self._reward_module(run_dir, attempt))
 
 
 def stop_argv(spec: dict[str, Any], run_dir: Path, attempt: int) -> list[str] | None:

@@ -24,6 +24,8 @@ ENGINES = hparams.ROLLOUT_ENGINES
 MAX_LORA_RANK = hparams.MAX_LORA_RANK
 DISTILL_LOSS_MODES = hparams.BY_KEY["distill_loss"].choices
 MEGATRON_CONFIG = "ppo_megatron_trainer"
+# VERL's registered reward manager that calls our compute_score once per sample (verl/workers/reward_manager).
+REWARD_MANAGER = "naive"
 TOPK_LOSS_MODES = ("forward_kl_topk",)
 # VERL's teacher config accepts top-k log-probs only from vLLM or SGLang (DistillationTeacherModelConfig).
 CPU_TOPK_MESSAGE = ("the top-k forward KL needs the teacher's top-k log-probs, which VERL only takes from vLLM "
@@ -242,6 +244,11 @@ def _distill_overrides(spec: dict[str, Any], gpus: GpuPlan) -> list[tuple[str, A
     ]
 
 
+def planned_trainer_v1(spec: dict[str, Any]) -> bool:
+    """Whether the job runs VERL's V1 trainer (trainer.use_v1): the form's choice, legacy on CPU."""
+    return False if is_cpu_job(spec) else bool(hparams.value_of(spec, "verl.use_v1"))
+
+
 def setting_overrides(spec: dict[str, Any]) -> list[tuple[str, Any]]:
     """The (path, value) pairs of every setting VERL takes for this job's kind, as `training.hparams` maps them."""
     kind = spec.get("kind", "grpo")
@@ -266,6 +273,27 @@ def build_overrides(
 
     `chat_template` is passed for a model whose tokenizer has none (VERL's rollout always applies one).
     """
+    return render_overrides(spec, override_pairs(spec, paths, n_train_rows, resume, logger_env, chat_template))
+
+
+def config_name(spec: dict[str, Any]) -> str:
+    """VERL's top-level config the job composes (main_ppo's default, or Megatron's)."""
+    return MEGATRON_CONFIG if hparams.value_of(spec, "verl.strategy") == "megatron" else "ppo_trainer"
+
+
+def render_overrides(spec: dict[str, Any], pairs: list[tuple[str, Any]]) -> list[str]:
+    out = [f"{k}={hydra_value(v)}" for k, v in pairs]
+    if config_name(spec) == MEGATRON_CONFIG:
+        # Megatron workers have their own config tree; every key set above exists in it too.
+        out.insert(0, f"--config-name={MEGATRON_CONFIG}")
+    return out
+
+
+def override_pairs(
+    spec: dict[str, Any], paths: VerlPaths, n_train_rows: int, resume: Resume,
+    logger_env: dict[str, str] | None = None, chat_template: str | None = None,
+) -> list[tuple[str, Any]]:
+    """The planned (Hydra path, value) pairs that `build_overrides` renders."""
     kind = spec.get("kind", "grpo")
     if kind == "reward_model":
         raise BackendError("reward-model training is not a VERL job: run it on the local backend")
@@ -317,6 +345,7 @@ def build_overrides(
     if chat_template is not None:  # the model's tokenizer has none: render prompts as plain text
         ov.append(("actor_rollout_ref.model.custom_chat_template", chat_template))
     ov += _reward_overrides(spec, paths.reward_module, engine)
+    ov += [("reward.reward_manager.source", "register"), ("reward.reward_manager.name", REWARD_MANAGER)]
     ov.append(("reward.num_workers", reward_loop_workers(spec)))
     if distill:
         ov += _distill_overrides(spec, gpus)
@@ -343,8 +372,4 @@ def build_overrides(
         ov.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}", value))
     if cpu:
         ov = merge_overrides(ov, cpu_overrides(paths.ray_tmp, gpus.student_gpus + gpus.teacher_gpus_per_node))
-    out = [f"{k}={hydra_value(v)}" for k, v in ov]
-    if hparams.value_of(spec, "verl.strategy") == "megatron":
-        # Megatron workers have their own config tree; every key set above exists in it too.
-        out.insert(0, f"--config-name={MEGATRON_CONFIG}")
-    return out
+    return ov

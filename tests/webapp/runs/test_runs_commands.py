@@ -34,6 +34,9 @@ def test_verl_dry_run_prints_run_dir_and_one_override_per_line(project, prompts_
                      "data.max_prompt_length=16", f"actor_rollout_ref.model.path={tiny_model.path}",
                      f"trainer.default_local_dir={run_dir}/checkpoints"):
         assert override in lines, override
+    assert "# setting -> VERL key -> resolved value" in lines
+    assert "#   LoRA rank (8) -> actor_rollout_ref.model.lora_rank -> 8" in lines
+    assert "#   Max prompt length (tokens) (16) -> data.max_prompt_length -> 16" in lines
     assert Job.objects.count() == 0 and no_enqueue == [] and not run_dir.exists()
 
 

@@ -146,6 +146,13 @@ def test_verl_review_shows_the_exact_command(project, engineer, as_user, prompts
     assert "python -m verl.trainer.main_ppo" in command
     assert "algorithm.adv_estimator=grpo" in command.splitlines()
     assert "actor_rollout_ref.rollout.n=8" in command.splitlines()
+    # the table "setting -> VERL key -> resolved value", composed with VERL's own config
+    html = resp.content.decode()
+    assert '<table id="resolved">' in html
+    assert "<td><code>actor_rollout_ref.rollout.n</code></td><td><code>8</code>" in html
+    rows = {r["key"]: r for r in resp.context["resolved"]}
+    assert rows["trainer.use_v1"]["resolved"] == "false" and rows["reward.reward_manager.name"]["resolved"] == "naive"
+    assert all(r["ok"] for r in rows.values())
 
 
 def test_preview_endpoint(project, engineer, as_user, prompts_version, tiny_model, reward_fn, no_enqueue):

@@ -5,7 +5,7 @@ from training.presets import DEFAULT_PRESET
 from webapp.core.services import ApplicationError
 from webapp.runs import selectors
 from webapp.runs.services.launch import JobValidationError
-from webapp.runs.services.spec import JobPlan, plan_job, plan_preview
+from webapp.runs.services.spec import JobPlan, plan_job, plan_preview, resolved_text
 
 
 def resolve_inputs(project, data: dict) -> dict:
@@ -46,5 +46,6 @@ def dry_run(plan: JobPlan) -> dict:
     if plan.errors:
         raise JobValidationError(plan.errors, plan.warnings)
     preview = plan_preview(plan)
-    return {"run_dir": preview["run_dir"], "config_yaml": preview["yaml"], "command": preview["command"],
+    return {"run_dir": preview["run_dir"], "config_yaml": preview["yaml"],
+            "command": preview["command"] + resolved_text(preview["resolved"]), "resolved": preview["resolved"],
             "warnings": plan.warnings, "data": preview["manifest"].get("counts"), "lengths": plan.lengths}

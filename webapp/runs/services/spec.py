@@ -203,8 +203,9 @@ def plan_preview(plan: JobPlan) -> dict[str, Any]:
                       base_model=plan.base_model, teacher_model=plan.teacher_model, reward_spec=plan.reward_spec,
                       versions=plan.reward_versions, models=plan.reward_models,
                       has_val=bool(manifest.get("counts", {}).get("val")))
-    return {"yaml": spec_yaml(spec, plan.config), "command": dry_run_text(spec, run_dir), "run_dir": str(run_dir),
-            "job_id": next_id, "manifest": manifest, "lengths": plan.lengths,
+    command, resolved = backend_preview(spec, run_dir)
+    return {"yaml": spec_yaml(spec, plan.config), "command": command, "resolved": resolved,
+            "run_dir": str(run_dir), "job_id": next_id, "manifest": manifest, "lengths": plan.lengths,
             "lengths_figure": lengths_figure(plan.lengths) if plan.lengths else None}
 
 
@@ -283,6 +284,31 @@ def job_spec(job, resume_from: str | None = None, has_val: bool = True) -> dict[
 def run_dir_for(project, job_id: Any) -> Path:
     """Where a job's run directory will be, for previews: the run id in its name is drawn at launch."""
     return project.runs_root / f"{job_id}-{'x' * 12}"
+
+
+def backend_preview(spec: dict[str, Any], run_dir: Path) -> tuple[str, list[dict[str, Any]]]:
+    """The backend's exact command, and for VERL each setting's resolved key ("setting -> VERL key -> resolved
+    value", composed as the launch will compose it); a refusal is a comment in the command."""
+    from training.backends import BackendError, get_backend
+
+    backend = get_backend(spec["backend"])
+    if not hasattr(backend, "preview"):
+        return dry_run_text(spec, run_dir), []
+    try:
+        text, rows = backend.preview(spec, run_dir)
+    except BackendError as exc:
+        return f"# run dir: {run_dir}\n# the backend refuses this job: {exc.message}\n", []
+    return text, [r.as_dict() for r in rows]
+
+
+def resolved_text(rows: list[dict[str, Any]]) -> str:
+    """The resolved table as the dry run prints it (empty for the local backend)."""
+    if not rows:
+        return ""
+    lines = ["# setting -> VERL key -> resolved value"]
+    lines += [f"#   {r['setting']} ({r['form']}) -> {r['key']} -> {r['resolved']}" + (f"  [{r['note']}]" if r['note']
+                                                                                    else "") for r in rows]
+    return "\n".join(lines) + "\n"
 
 
 def dry_run_text(spec: dict[str, Any], run_dir: Path) -> str:
