@@ -55,8 +55,10 @@ def field_groups(project) -> list[tuple[str, str, list[str], dict]]:
     groups.append(("grpo", "local", rules, {f"rule_{n}": "on" for n in BUILTIN}))
     groups.append(("grpo", "local", ["he_every"], {}))
     groups.append(("grpo", "local", [f for f in HUMAN_EVAL_FIELDS if f != "he_every"], {"he_every": 2}))
-    groups.append(("grpo", "local", [f"reward-{n}" for n in RewardSpecForm(project=project).fields
-                                     if n.endswith("_weight")], {}))
+    reward_fields = list(RewardSpecForm(project=project).fields)
+    groups.append(("grpo", "local", [f"reward-{n}" for n in reward_fields if n.endswith("_weight")], {}))
+    # the version picked for each reward and the shaping of the mix: choices, so garbage is refused on them
+    groups.append(("grpo", "local", [f"reward-{n}" for n in reward_fields if not n.endswith("_weight")], {}))
     # A bad input stops the plan, but each input's own check is Django's: they all report at once.
     groups.append(("grpo", "local", [f for f in INPUT_FIELDS if f not in SKIP], {}))
     return groups
@@ -149,3 +151,14 @@ def test_lengths_are_bounded_by_sense_and_by_the_models_context(project, enginee
     body = client.post(f"/p/{project.slug}/jobs/preview/",
                        {**base("grpo", "local"), "max_response_length": 40, "max_seq_len": 48}).json()
     assert "model's context (32 tokens" in body["errors"]["max_seq_len"][0]
+
+
+def test_the_fuzz_covers_every_field_the_form_shows(project, engineer, as_user, base, teacher_model, no_enqueue):
+    """A field added to the page later is fuzzed too, or this test names it."""
+    import re
+
+    page = as_user(engineer).get(f"/p/{project.slug}/jobs/new/").content.decode()
+    shown = set(re.findall(r'<(?:input|select|textarea)\b[^>]*\bname="([^"]+)"', page))
+    fuzzed = {f for _k, _b, fields, _x in field_groups(project) for f in fields}
+    markers = {"csrfmiddlewaretoken", "action", "guard_rules_form", "human_eval_form", "p"}  # p: the project menu
+    assert sorted(shown - fuzzed - SKIP - markers) == []
