@@ -18,7 +18,8 @@ from training.reward_client import RewardConfigError, RewardScorer
 from training.sandbox import SandboxUnavailable
 
 
-def _scorer(job: Job, device: str) -> RewardScorer | None:
+def make_scorer(job: Job, device: str) -> RewardScorer | None:
+    """The job's reward scorer (None without reward components); enter it before scoring."""
     if not job.reward or not job.reward.get("components"):
         return None
     return RewardScorer(job.reward, job.run_dir, sandbox=job.sandbox, device=device, workers=job.hp.reward_workers)
@@ -38,7 +39,7 @@ def run_job(run_dir: str | Path, metrics_path: str | Path | None = None) -> int:
     seed_everything(job.hp.seed)
     logger = MetricsLogger(metrics_path or os.environ.get("VERL_FILE_LOGGER_PATH") or job.run_dir / "metrics.jsonl")
     device = str(Runtime(job).device)
-    scorer = _scorer(job, device)
+    scorer = make_scorer(job, device)
     if scorer is not None:
         scorer.__enter__()
     try:

@@ -52,3 +52,50 @@ def test_chat_prompts_without_a_template_render_as_plain_roles():
     assert render_response([{"role": "assistant", "content": "4"}]) == "4"
     with pytest.raises(JobError):
         render_prompt(42)
+
+
+def test_threads_follow_the_idle_cores_for_a_real_model(monkeypatch):
+    from training.local import common
+
+    monkeypatch.delenv("RLHF_TORCH_THREADS", raising=False)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(common.os, "sched_getaffinity", lambda _pid: {0, 1, 2, 3})
+    loads = {"quiet": (0.3, 0, 0), "half": (2.2, 0, 0), "busy": (25.0, 0, 0)}
+    got = {}
+    for name, load in loads.items():
+        monkeypatch.setattr(common.os, "getloadavg", lambda load=load: load)
+        got[name] = common.free_cores()
+    assert got == {"quiet": 4, "half": 2, "busy": 1}
+    before = torch.get_num_threads()
+    try:
+        big = torch.nn.Linear(2500, 2500)  # 6.25M parameters: above the tiny-model line
+        common.set_threads(big)
+        assert torch.get_num_threads() == 1  # load 25 on 4 cores
+        monkeypatch.setattr(common.os, "getloadavg", lambda: (0.3, 0, 0))
+        common.set_threads(big)
+        assert torch.get_num_threads() == 4
+        monkeypatch.setenv("RLHF_TORCH_THREADS", "3")
+        common.set_threads(big)
+        assert torch.get_num_threads() == 3
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_log_probs_run_the_lm_head_on_the_response_positions_only(tmp_path):
+    from training import demo
+    from training.local.common import position_ids, token_logprobs
+    from training.models import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(demo.build_demo_model(tmp_path / "m"))
+    ids = torch.randint(3, model.config.vocab_size, (3, 9))
+    attn = torch.ones_like(ids)
+    attn[0, :2] = 0  # a left-padded row
+    seen = []
+    model.lm_head.register_forward_hook(lambda _m, inp, _out: seen.append(inp[0].shape[1]))
+    logp, ent = token_logprobs(model, ids, attn, 4, temperature=0.7, with_entropy=True)
+    assert seen == [5]  # 4 response positions + the one before them, not all 9
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=attn, position_ids=position_ids(attn)).logits
+    want = torch.log_softmax(full[:, -5:-1].float() / 0.7, -1)
+    assert torch.allclose(logp, want.gather(-1, ids[:, -4:, None]).squeeze(-1), atol=1e-5)
+    assert torch.allclose(ent, -(want.exp() * want).sum(-1), atol=1e-5)
