@@ -29,6 +29,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from training.guard_builtins import BUILTIN, KL_RULE, METRIC_SOURCES, THRESHOLD_RANGE
+
+__all__ = ["BUILTIN", "KL_RULE", "METRIC_SOURCES", "THRESHOLD_RANGE"]  # the built-in rules' table, re-exported
+
 CONDITIONS = ("above", "below", "drop", "spike", "diverge")
 ACTIONS = ("warn", "stop", "restore", "branch")
 WARN, STOP, RESTORE, BRANCH = ACTIONS
@@ -36,62 +40,7 @@ WATCHING, RESTORING, STOPPED = "watching", "restoring", "stopped"
 OK, WARMING_UP, TRIPPED = "ok", "warming_up", "tripped"
 _HISTORY = 200  # values kept per rule for spike / diverge windows
 _BAD_STEPS = 2000  # steps at which some rule's condition held, kept to judge checkpoints
-
-TIED_SHARE = "critic/zero_variance_group_share"
-TIED_TOL = 1e-6
-
-
-def tied_group_share(groups: Iterable[Sequence[Any]], tol: float = TIED_TOL) -> float | None:
-    """The share of prompts whose samples all got the same reward: their GRPO advantages, loss and
-    gradient are exactly 0, so the step learns nothing from them. Each group holds one prompt's
-    sample rewards; groups with fewer than two usable rewards are not counted (None if none is)."""
-    counted = tied = 0
-    for group in groups:
-        vals = [float(v) for v in group
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
-        if len(vals) < 2:
-            continue
-        counted += 1
-        tied += (max(vals) - min(vals)) <= tol
-    return tied / counted if counted else None
-
-
-# The built-in rules. "kl" is the KL guard: the GPU presets turn it on with these defaults (KL above 0.1
-# for 3 logged steps restores the last good checkpoint with lr × 0.5). Both backends log these names: the
-# local trainer mirrors VERL's metric names; for VERL the tied-group share is computed at ingest from its
-# rollout dumps (see METRIC_SOURCES).
-BUILTIN: dict[str, dict[str, Any]] = {
-    "kl": {"metric": "actor/kl_loss", "condition": "above", "threshold": 0.1, "patience": 3, "action": "restore"},
-    "entropy_collapse": {"metric": "actor/entropy", "condition": "drop", "threshold": 0.6, "warmup": 10,
-                         "patience": 3, "action": "warn"},
-    "zero_variance_groups": {"metric": TIED_SHARE, "condition": "above",
-                             "threshold": 0.9, "warmup": 5, "patience": 5, "action": "warn"},
-    "response_length_collapse": {"metric": "response_length/mean", "condition": "drop", "threshold": 0.6,
-                                 "warmup": 10, "patience": 3, "action": "warn"},
-    "response_clipping": {"metric": "response_length/clip_ratio", "condition": "above", "threshold": 0.5,
-                          "warmup": 5, "patience": 3, "action": "warn"},
-    "grad_norm_spike": {"metric": "actor/grad_norm", "condition": "spike", "threshold": 6.0, "window": 20,
-                        "patience": 1, "action": "warn"},
-    "reward_hacking": {"metric": "critic/score/mean", "versus": "val-core/*/win_rate", "condition": "diverge",
-                       "threshold": 0.05, "window": 3, "patience": 1, "action": "warn"},
-}
-# The thresholds that make sense for each built-in rule's metric: (low, high), low excluded.
-THRESHOLD_RANGE: dict[str, tuple[float, float]] = {
-    "kl": (0.0, 100.0), "entropy_collapse": (0.0, 0.999), "zero_variance_groups": (0.0, 1.0),
-    "response_length_collapse": (0.0, 0.999), "response_clipping": (0.0, 1.0), "grad_norm_spike": (0.0, 1000.0),
-    "reward_hacking": (0.0, 1.0),
-}
-# Where each built-in rule's metric comes from, per backend (None: that backend does not log it).
-METRIC_SOURCES: dict[str, dict[str, str | None]] = {
-    "kl": {"local": "actor/kl_loss", "verl": "actor/kl_loss (use_kl_loss=True)"},
-    "entropy_collapse": {"local": "actor/entropy", "verl": "actor/entropy"},
-    "zero_variance_groups": {"local": TIED_SHARE, "verl": f"{TIED_SHARE} (from samples/rollout at ingest)"},
-    "response_length_collapse": {"local": "response_length/mean", "verl": "response_length/mean"},
-    "response_clipping": {"local": "response_length/clip_ratio", "verl": "response_length/clip_ratio"},
-    "grad_norm_spike": {"local": "actor/grad_norm", "verl": "actor/grad_norm"},
-    "reward_hacking": {"local": "critic/score/mean vs val-core/*/win_rate",
-                       "verl": "critic/score/mean vs val-core/*/win_rate (with reference answers)"},
-}
+SEED_LIMIT = 2**31  # hp.seed's range
 
 
 class RuleConfigError(ValueError):
@@ -111,6 +60,7 @@ class Rule:
     lr_factor: float | None = None
     kl_coef_factor: float | None = None
     max_restores: int = 2
+    new_seed: bool = False  # restore / branch: with the next seed (other rollouts, same data)
     versus: str | None = None  # diverge: the metric that must not fall
     enabled: bool = True
 
@@ -135,7 +85,7 @@ class Rule:
             if raw.get(key) in (None, ""):
                 raise RuleConfigError(f"rule {name!r} needs {key!r}")
         if raw.get("action", WARN) in (RESTORE, BRANCH) and raw.get("lr_factor") is None \
-                and raw.get("kl_coef_factor") is None:
+                and raw.get("kl_coef_factor") is None and not _bool(raw.get("new_seed", False)):
             raw["lr_factor"] = 0.5  # a restore changes something by default: half the learning rate
         try:
             rule = cls(
@@ -145,7 +95,7 @@ class Rule:
                 action=str(raw.get("action", WARN)),
                 lr_factor=None if raw.get("lr_factor") in (None, "") else float(raw["lr_factor"]),
                 kl_coef_factor=None if raw.get("kl_coef_factor") in (None, "") else float(raw["kl_coef_factor"]),
-                max_restores=_int(raw.get("max_restores", 2)),
+                max_restores=_int(raw.get("max_restores", 2)), new_seed=_bool(raw.get("new_seed", False)),
                 versus=None if raw.get("versus") in (None, "") else str(raw["versus"]),
                 enabled=bool(raw.get("enabled", True)),
             )
@@ -188,9 +138,6 @@ class Rule:
         return asdict(self)
 
 
-KL_RULE = "kl"
-
-
 def kl_rule(raw: Sequence[Mapping[str, Any]] | None) -> Rule | None:
     """The rule that guards the KL (the built-in "kl", else any rule on its metric with "above"), on or off;
     None when there is none or the declaration is invalid."""
@@ -216,8 +163,15 @@ def describe(rule: Rule) -> str:
     if rule.action in (RESTORE, BRANCH):
         changes = [f"lr × {rule.lr_factor:g}"] if rule.lr_factor is not None else []
         changes += [f"KL coef × {rule.kl_coef_factor:g}"] if rule.kl_coef_factor is not None else []
+        changes += ["new seed"] if rule.new_seed else []
         act += f" ({', '.join(changes + [f'at most {rule.max_restores}×'])})"
     return f"{rule.metric} {when} → {act}"
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
 
 
 def _int(value: Any) -> int:
@@ -309,6 +263,8 @@ def next_hp(rule: Rule, base_hp: Mapping[str, Any], applied: Mapping[str, float]
             if key not in current:
                 raise RuleConfigError(f"rule {rule.name!r} changes {key} but the job has no hp.{key}")
             out[key] = float(current[key]) * factor
+    if rule.new_seed:
+        out["seed"] = (int(current.get("seed", 0)) + 1) % SEED_LIMIT
     return out
 
 
@@ -480,7 +436,8 @@ class RuleEngine:
         hp = next_hp(r, base_hp, applied)
         rs.restores += 1
         st.rules[r.name] = asdict(rs)
-        changes = ", ".join(f"{k}={v:.3g}" for k, v in hp.items()) or "the same settings"
+        changes = ", ".join(f"{k}={v}" if k == "seed" else f"{k}={v:.3g}" for k, v in hp.items()) \
+            or "the same settings"
         if d.action == RESTORE:
             st.hp = {**st.hp, **hp}
             st.phase, st.restore_ceiling = RESTORING, d.step

@@ -320,12 +320,14 @@ def rollout_groups(rows: list[dict[str, Any]]) -> list[list[Any]]:
 
 def rollout_metrics(run_dir: str | Path, step: int) -> Metrics:
     """Metrics the trainer does not log but its `samples/rollout/<step>.jsonl` dump gives ({} without one):
-    VERL's tied-group share and the per-component reward series (`training.rollouts.component_metrics`)."""
-    from training.guard_rules import TIED_SHARE, tied_group_share
+    VERL's tied-group share, the per-component reward series (`training.rollouts.component_metrics`) and the
+    shares of garbled responses (`training.garbled`)."""
+    from training.garbled import garbled_metrics
+    from training.guard_builtins import TIED_SHARE, tied_group_share
 
     rows = read_samples(run_dir, "rollout", step)
     share = tied_group_share(rollout_groups(rows))
-    out = rollouts.component_metrics(rows)
+    out = {**rollouts.component_metrics(rows), **garbled_metrics(rows)}
     if share is not None:
         out[TIED_SHARE] = share
     return out

@@ -5,7 +5,7 @@
 Samples `n` responses per prompt from a model (an HF folder, LoRA adapter or checkpoint, through
 `training.generation`) and scores them with a reward block (function components in the sandbox,
 through `training.reward_client`, as training does). A prompt whose group of rewards ties (all right
-or all wrong: `training.guard_rules.tied_group_share`) has zero GRPO advantage, so a step learns nothing
+or all wrong: `training.guard_builtins.tied_group_share`) has zero GRPO advantage, so a step learns nothing
 from it; the result lists them, with the share, and the expected effective batch size.
 
 The request (JSON):
@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from training.guard_rules import TIED_TOL, tied_group_share
+from training.guard_builtins import TIED_TOL, tied_group_share
 from training.reward_client import RewardConfigError, RewardRequest, RewardScorer
 from training.rundir import read_jsonl, write_json
 

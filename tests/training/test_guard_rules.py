@@ -15,6 +15,7 @@ from training.guard_rules import (
     Rule,
     RuleConfigError,
     RuleEngine,
+    describe,
     parse_rules,
 )
 
@@ -149,3 +150,23 @@ def test_the_docs_list_every_builtin_rule_with_its_metric():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "run-health.md").read_text()
     for name, rule in BUILTIN.items():
         assert f"| `{name}` |" in doc and rule["metric"] in doc, name
+
+
+def test_a_kl_spike_restores_the_last_good_checkpoint_with_a_new_seed():
+    e = engine({"rule": "kl_spike", "window": 5, "action": "restore", "new_seed": True, "lr_factor": None,
+                "max_restores": 2})
+    calm = [0.010, 0.012, 0.011, 0.009, 0.010, 0.011, 0.012]
+    ds = e.feed(pts("actor/kl_loss", calm + [0.2]), checkpoint_steps=[3, 6], base_hp={"lr": 1e-3, "seed": 7})
+    assert [(d.action, d.to_step, d.hp) for d in ds] == [(RESTORE, 6, {"seed": 8})]
+    assert describe(parse_rules([{"rule": "kl_spike", "action": "restore", "new_seed": True}])[0]).endswith(
+        "restore (new seed, at most 2×)")
+    # a second restore draws yet another seed
+    ds = e.feed(pts("actor/kl_loss", calm, start=7) + pts("actor/kl_loss", [0.3], start=14), [3, 6, 12],
+                {"lr": 1e-3, "seed": 7})
+    assert [(d.action, d.to_step, d.hp) for d in ds] == [(RESTORE, 12, {"seed": 9})]
+
+
+def test_the_garbled_output_and_ratio_spike_rules_read_their_metrics():
+    e = engine({"rule": "garbled_output"}, {"rule": "ratio_spike", "window": 3})
+    ds = e.feed(pts("garbled/share", [0.0, 0.1, 0.5, 0.6]) + pts("actor/ppo_kl", [0.001, 0.0012, 0.0011, 0.05]))
+    assert {(d.rule, d.step, d.action) for d in ds} == {("garbled_output", 4, WARN), ("ratio_spike", 4, WARN)}

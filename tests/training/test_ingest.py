@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from training import garbled
 from training.ingest import (
     MetricsTail,
     describe_checkpoint,
@@ -225,8 +226,20 @@ def test_tied_group_share_from_verls_rollout_dump(tmp_path):
     scores = [1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 0.0]
     write_generations(inputs, ["x"] * 9, [None] * 9, scores, {"acc": scores}, str(rollout), 4)
     assert rollout_groups(read_samples(tmp_path, "rollout", 4)) == [[1.0, 1.0, 1.0], [0.0, 1.0, 0.0], [0.0] * 3]
-    assert rollout_metrics(tmp_path, 4) == {"critic/zero_variance_group_share": pytest.approx(2 / 3)}
+    assert rollout_metrics(tmp_path, 4) == {"critic/zero_variance_group_share": pytest.approx(2 / 3),
+                                            **dict.fromkeys(garbled.METRICS, 0.0)}
     assert rollout_metrics(tmp_path, 5) == {}  # no dump for that step
+
+
+def test_garbled_output_shares_from_verls_rollout_dump(tmp_path):
+    """VERL logs nothing about garbled text: the shares come from its rollout dump, as the local trainer logs them."""
+    write_generations = _verl_write_generations()
+    outputs = ["2 + 2 = 4", "loop " * 20, "caf\ufffd", "二加二等于四，这个问题很简单。"]
+    write_generations(["What is 2 + 2?"] * 4, outputs, [None] * 4, [1.0, 0.0, 0.0, 0.0], {}, str(tmp_path / "samples"
+                      / "rollout"), 3)
+    m = rollout_metrics(tmp_path, 3)
+    assert {k: m[k] for k in garbled.METRICS} == {garbled.REPETITION_SHARE: 0.25, garbled.ENCODING_SHARE: 0.25,
+                                                  garbled.SCRIPT_SWITCH_SHARE: 0.25, garbled.GARBLED_SHARE: 0.75}
 
 
 def test_rollout_groups_prefer_a_uid_and_skip_unusable_scores(tmp_path):
@@ -237,7 +250,7 @@ def test_rollout_groups_prefer_a_uid_and_skip_unusable_scores(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_text('{"input": "a", "score": 1.0}\n{"input": "a", "score": "bad"}\n{"input": "b", "score": 1.0}\n'
                     '{"input": "b", "score": 0.0}\n{"input": "c", "sco')  # a torn last line, as mid-write
-    assert rollout_metrics(tmp_path, 1) == {"critic/zero_variance_group_share": 0.0}  # "a" has one usable score
+    assert rollout_metrics(tmp_path, 1)["critic/zero_variance_group_share"] == 0.0  # "a" has one usable score
 
 
 def test_validation_wins_ties_losses_and_accuracy_from_verls_val_dump(tmp_path):

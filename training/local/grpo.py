@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from training import guard_rules, rollouts
+from training import guard_builtins, rollouts
+from training.garbled import garbled_metrics
 from training.local.common import Rollout, masked_mean, rollout, token_logprobs
 from training.local.config import Job
 from training.local.data import fit_prompts, read_jsonl
@@ -61,8 +62,8 @@ def group_advantages(scores: torch.Tensor, response_mask: torch.Tensor, group_si
 
 
 def tied_group_share(scores: torch.Tensor, group_size: int) -> float:
-    """`training.guard_rules.tied_group_share` over grouped rows (prompt i owns rows i*n .. i*n+n-1)."""
-    return guard_rules.tied_group_share(scores.float().view(-1, group_size).tolist()) or 0.0
+    """`training.guard_builtins.tied_group_share` over grouped rows (prompt i owns rows i*n .. i*n+n-1)."""
+    return guard_builtins.tied_group_share(scores.float().view(-1, group_size).tolist()) or 0.0
 
 
 def policy_loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None,
@@ -205,7 +206,7 @@ class GRPOTrainer:
             "critic/score/mean": float(scores.mean()), "critic/score/max": float(scores.max()),
             "critic/score/min": float(scores.min()), "critic/score/std": float(scores.std()),
             rollouts.TOTAL_METRIC: float(scores.mean()),  # the advantages' input: the optimised total
-            guard_rules.TIED_SHARE: tied_group_share(scores, hp.group_size),
+            guard_builtins.TIED_SHARE: tied_group_share(scores, hp.group_size),
             "critic/advantages/mean": masked_mean(adv, mask), "critic/advantages/max": float(adv[mask > 0].max()),
             "critic/advantages/min": float(adv[mask > 0].min()),
             "response_length/mean": float(lengths.mean()), "response_length/max": float(lengths.max()),
@@ -217,6 +218,7 @@ class GRPOTrainer:
             **times,
         })
         metrics.update(rollouts.component_metrics(stored))
+        metrics.update(garbled_metrics(stored))  # VERL: the same, from its dump at ingest
         if self.scorer.slowest:  # the slowest reward call of the step: one outlier can stall a whole batch
             metrics["perf/reward_slowest_sample_ms"] = self.scorer.slowest[0][1]
         return metrics

@@ -243,7 +243,7 @@ class GuardRulesApi(APIView):
     serializer_class = GuardRulesSerializer
 
     def _body(self, job):
-        from training.guard_rules import BUILTIN, METRIC_SOURCES
+        from training.guard_builtins import BUILTIN, METRIC_SOURCES
 
         return {"guard_rules": (job.config or {}).get("guard_rules") or [], "status": services.rules_status(job),
                 "builtin": {name: {**rule, "sources": METRIC_SOURCES[name]} for name, rule in BUILTIN.items()}}

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from training import winrate
+from training import garbled, winrate
 from training.guard_rules import KL_RULE, kl_rule
 from training.rollouts import TOTAL_METRIC
 
@@ -117,7 +117,16 @@ def _grpo(names: set[str], config: dict) -> list[dict]:
               [series("response_length/mean", "mean", band=("response_length/min", "response_length/max"))]),
         chart("pg_loss", "Policy loss", [series("actor/pg_loss", "policy loss")]),
         chart("clipfrac", "Clip fraction", [series("actor/pg_clipfrac", "clip fraction")], unit="rate"),
+        garbled_chart(),
     ]
+
+
+def garbled_chart() -> dict:
+    """Shares of the step's responses that loop, carry broken encoding or switch script (training.garbled)."""
+    return chart("garbled", "Garbled output (share of responses)",
+                 [series(garbled.GARBLED_SHARE, "any"), series(garbled.REPETITION_SHARE, "repetition"),
+                  series(garbled.ENCODING_SHARE, "broken encoding"),
+                  series(garbled.SCRIPT_SWITCH_SHARE, "script switch")], unit="rate")
 
 
 def _prefixed(prefix: str, names: set[str], preferred: list[str]) -> list[dict]:

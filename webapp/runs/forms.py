@@ -37,8 +37,9 @@ def _builtin_entries(config: dict) -> dict[str, dict]:
 
 
 # The columns of a built-in rule's row on the form (its on/off box comes first): the Rule fields they set.
-RULE_PARTS = ("threshold", "patience", "action", "lr_factor", "kl_coef_factor", "max_restores")
+RULE_PARTS = ("threshold", "patience", "action", "lr_factor", "kl_coef_factor", "new_seed", "max_restores")
 FACTORS = ("lr_factor", "kl_coef_factor")
+RESTORE_CHANGES = (*FACTORS, "new_seed")  # what a restore changes: written together, as the row shows them
 
 
 def _rule_or_default(name: str, entry: dict | None) -> Rule:
@@ -75,6 +76,7 @@ def _rule_fields(name: str) -> dict[str, forms.Field]:
         f"rule_{name}_lr_factor": forms.FloatField(required=False, label=f"{name}: on restore, lr ×", widget=decimal),
         f"rule_{name}_kl_coef_factor": forms.FloatField(required=False, label=f"{name}: on restore, KL coefficient ×",
                                                         widget=decimal),
+        f"rule_{name}_new_seed": forms.BooleanField(required=False, label=f"{name}: on restore, new seed"),
         f"rule_{name}_max_restores": forms.IntegerField(required=False, min_value=0, max_value=100,
                                                         label=f"{name}: restores at most"),
     }
@@ -221,7 +223,7 @@ class JobForm(forms.Form):
         changed = {part for part, value in typed.items()
                    if value not in (None, "") and value != getattr(current, part)}
         entry.update({part: typed[part] for part in changed})
-        if changed & set(FACTORS):  # a restore's changes go together: both as the row shows them
+        if changed & set(RESTORE_CHANGES):  # a restore's changes go together: all as the row shows them
             for part in FACTORS:
                 if typed[part] in (None, ""):
                     entry.pop(part, None)

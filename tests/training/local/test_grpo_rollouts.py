@@ -85,7 +85,8 @@ def test_logged_total_components_and_rows_match_what_was_optimised(mixed_run, re
             s = torch.tensor([r["score"] for r in group])
             want = (s - s.mean()) / (s.std() + 1e-6)
             assert [r["advantage"] for r in group] == pytest.approx(want.tolist(), abs=1e-5)
-        # per-component series: logged by the trainer, and the same when ingest derives them from the dump
+        # per-component series and garbled-output shares: logged by the trainer, and the same when ingest derives
+        # them from the dump
         assert 0 <= m[step]["training/rollout_probs_diff_max"] < 1e-3  # VERL's name, VERL's maths
         n = len(rows)
         exact = [r["components"]["exact_match"] for r in rows]
@@ -96,7 +97,7 @@ def test_logged_total_components_and_rows_match_what_was_optimised(mixed_run, re
         assert m[step]["reward/shape/chars/mean"] == pytest.approx(sum(ok_chars) / len(ok_chars))
         derived = ingest.rollout_metrics(mixed_run, step)
         for key, value in derived.items():
-            if key.startswith("reward/"):
+            if key.startswith(("reward/", "garbled/")):
                 assert m[step][key] == pytest.approx(value) or (value is None and m[step][key] is None), key
     assert errors_seen > 0, "the run must exercise a failing component"
     assert all(math.isfinite(v) for v in m[5].values() if isinstance(v, float))

@@ -28,7 +28,8 @@ TEXT_OK = HUGE_OK = NEGATIVE_OK = FREE_TEXT
 EMPTY_OK = {"name", "teacher_model", "he_every", "he_against", "he_items", "he_dataset_version", "he_split",
             "he_reward_rise"} | {s.form_name for s in SETTINGS if s.optional} \
     | {f"rule_{n}_{part}" for n in BUILTIN for part in RULE_PARTS}
-SKIP = {"include_unreviewed"} | {s.form_name for s in SETTINGS if s.type == "bool"} | {f"rule_{n}" for n in BUILTIN}
+SKIP = {"include_unreviewed"} | {s.form_name for s in SETTINGS if s.type == "bool"} | {f"rule_{n}" for n in BUILTIN} \
+    | {f"rule_{n}_new_seed" for n in BUILTIN}  # check boxes: any value is "on"
 
 
 def accepted(field: str, value: str) -> bool:
@@ -51,7 +52,7 @@ def field_groups(project) -> list[tuple[str, str, list[str], dict]]:
         fields = [s.form_name for s in SETTINGS if s.offered(kind, backend) and s.form_name not in seen | SKIP]
         seen |= set(fields)
         groups.append((kind, backend, fields, {}))
-    rules = [f"rule_{n}_{part}" for n in BUILTIN for part in RULE_PARTS]
+    rules = [f"rule_{n}_{part}" for n in BUILTIN for part in RULE_PARTS if f"rule_{n}_{part}" not in SKIP]
     groups.append(("grpo", "local", rules, {f"rule_{n}": "on" for n in BUILTIN}))
     groups.append(("grpo", "local", ["he_every"], {}))
     groups.append(("grpo", "local", [f for f in HUMAN_EVAL_FIELDS if f != "he_every"], {"he_every": 2}))
