@@ -103,3 +103,27 @@ def test_services_send_tasks_by_name_instead_of_importing_them():
 def test_no_source_file_is_over_500_lines(part):
     long = {str(p.relative_to(ROOT)): n for p in _sources(part) if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert long == {}
+
+
+def _training_modules(part: Path) -> set[str]:
+    """The modules of training/ that the files under `part` import (inside functions too)."""
+    used: set[str] = set()
+    for path in _sources(str(part.relative_to(ROOT))):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "training" and not node.level:
+                used |= {alias.name for alias in node.names}
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else \
+                [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            used |= {name.split(".")[1] for name in names if name.startswith("training.")}
+    return used
+
+
+def test_the_docs_say_which_modules_of_training_each_part_uses():
+    doc = (ROOT / "docs" / "architecture.md").read_text()
+    section = doc.split("Which modules of `training/` each part uses")[1].split("\n\n")[1]
+    documented = {}
+    for row in section.splitlines()[2:]:
+        part, modules = (cell.strip() for cell in row.strip("|").split("|"))
+        documented[part.strip("`")] = {m.strip().strip("`") for m in modules.split(",")} - {"—"}
+    parts = {f"webapp.{app}": ROOT / "webapp" / app for app in ALLOWED} | {"jobs": ROOT / "jobs"}
+    assert documented == {name: _training_modules(folder) for name, folder in parts.items()}
