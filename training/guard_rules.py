@@ -162,7 +162,7 @@ def describe(rule: Rule) -> str:
     act = rule.action
     if rule.action in (RESTORE, BRANCH):
         changes = [f"lr × {rule.lr_factor:g}"] if rule.lr_factor is not None else []
-        changes += [f"KL coef × {rule.kl_coef_factor:g}"] if rule.kl_coef_factor is not None else []
+        changes += [f"KL coefficient × {rule.kl_coef_factor:g}"] if rule.kl_coef_factor is not None else []
         changes += ["new seed"] if rule.new_seed else []
         act += f" ({', '.join(changes + [f'at most {rule.max_restores}×'])})"
     return f"{rule.metric} {when} → {act}"
