@@ -128,3 +128,22 @@ def test_the_guards_restore_target_is_protected_from_retention(launched_job, che
     assert protected_steps(job) == {4}
     job = _guard(job, action="stop")
     assert protected_steps(job) == set()
+
+
+def test_a_kl_spike_rule_restores_with_the_next_seed(launched_job, checkpoint):
+    """kl_spike: a z-score over the last values; restore with new_seed keeps the lr and draws other rollouts."""
+    job = launched_job()
+    cfg = dict(job.config)
+    cfg["guard_rules"] = [{"rule": "kl_spike", "window": 5, "action": "restore", "new_seed": True}]
+    Job.objects.filter(pk=job.pk).update(config=cfg)
+    job.refresh_from_db()
+    seed, lr = job.config["hp"]["seed"], job.config["hp"]["lr"]
+    c6 = checkpoint(job, 6)
+    _log(job, 1, {1: 0.010, 2: 0.012, 3: 0.011, 4: 0.009, 5: 0.010, 6: 0.011, 7: 0.25})
+    sync_job(job)
+    ev = RunEvent.objects.filter(job=job, kind="guard_rule").order_by("id").first()
+    assert ev.step == 7 and ev.data["rule"] == "kl_spike" and ev.data["to_step"] == 6
+    assert ev.data["hp"] == {"seed": seed + 1} and ev.data["checkpoint"] == c6.pk
+    job.refresh_from_db()
+    assert job.config["hp"]["seed"] == seed + 1 and job.config["hp"]["lr"] == lr
+    assert JobAttempt.objects.get(job=job, number=2).resume_from == c6.path
