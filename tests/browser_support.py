@@ -35,8 +35,16 @@ def browser():
         # Contexts bypass the Content-Security-Policy unless asked not to: Playwright's
         # wait_for_function("expression") evaluates strings in the page, which the policy forbids.
         # tests/browser/test_csp.py loads the pages with the policy on.
+        # Every context, also those a test opens for a second user, waits PAGE_TIMEOUT_MS by default
+        # (navigation too: no navigation timeout is set apart).
         new_context = b.new_context
-        b.new_context = lambda **kw: new_context(**{"bypass_csp": True, **kw})
+
+        def patient_context(**kw):
+            context = new_context(**{"bypass_csp": True, **kw})
+            context.set_default_timeout(PAGE_TIMEOUT_MS)
+            return context
+
+        b.new_context = patient_context
         yield b
         b.close()
 
@@ -47,7 +55,6 @@ def page(browser):
     context = browser.new_context(viewport={"width": 1400, "height": 900}, timezone_id="Europe/Paris",
                                   locale="en-US")
     pg = context.new_page()
-    pg.set_default_timeout(PAGE_TIMEOUT_MS)  # navigation too: set_default_navigation_timeout is not set
     yield pg
     context.close()
 

@@ -6,7 +6,6 @@ import pytest
 
 from tests.browser.browser_helpers import PASSWORD, seed_project
 from tests.browser.conftest import login
-from tests.browser_support import PAGE_TIMEOUT_MS
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -26,7 +25,6 @@ def page(browser):
     """A page that enforces the policy (the shared `page` fixture bypasses it for Playwright's own helpers)."""
     context = browser.new_context(viewport={"width": 1400, "height": 900}, locale="en-US", bypass_csp=False)
     pg = context.new_page()
-    pg.set_default_timeout(PAGE_TIMEOUT_MS)
     yield pg
     context.close()
 
