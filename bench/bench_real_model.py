@@ -10,6 +10,8 @@ temperature 1), learning rate, KL coefficient (0.02, low_var_kl), full fine-tuni
   verl   the same with the VERL backend on CPU: VERL's real main_ppo, its own Ray cluster, the hf rollout;
   trl    TRL's GRPOTrainer in its own process, rewarded by the same VERL gsm8k scorer (in-process) and
          without gradient checkpointing (its default, which would only slow it down here).
+`--legs` also takes local-lora, verl-lora (LoRA rank 16), local-distill and verl-distill (SmolLM2 teaching its
+6-layer student, on-policy): with `--steps 1 --warmup 0`, a check that each backend trains SmolLM2 each way.
 Each leg is a child process; the parent times each step from the leg's metrics, notes the time from
 launch to the end of the first step and samples the peak RSS of the leg's whole process tree (Ray
 workers included). The first `--warmup` steps are not timed. The local leg's step is then broken down
@@ -43,10 +45,20 @@ BREAKDOWN = (("timing_s/gen", "generation (KV cache, sampling)"), ("timing_s/rew
              ("timing_s/update_actor", "policy forward+backward+step"))
 
 
-def settings(args) -> dict:
-    return {"batch_size": args.prompts, "group_size": args.group, "max_response_length": args.response,
-            "max_steps": args.warmup + args.steps, "test_freq": 0, "save_freq": 0, "lr": args.lr,
-            "kl_coef": args.kl, "micro_batch_size": min(16, args.prompts * args.group)}
+# leg -> (backend, kind, preset): the timed three are local, trl, verl; the others check that each backend
+# trains SmolLM2 each way (`--legs local-lora,verl-lora,local-distill,verl-distill --steps 1 --warmup 0`)
+APP_LEGS = {"local": ("local", "grpo", "smollm2-cpu"), "verl": ("verl", "grpo", "smollm2-cpu"),
+            "local-lora": ("local", "grpo", "smollm2-cpu-lora"), "verl-lora": ("verl", "grpo", "smollm2-cpu-lora"),
+            "local-distill": ("local", "distill", "smollm2-cpu"), "verl-distill": ("verl", "distill", "smollm2-cpu")}
+LABELS = {"local": "local backend", "trl": "TRL GRPOTrainer", "verl": "VERL on CPU (app)"}
+
+
+def settings(args, kind: str = "grpo") -> dict:
+    hp = {"batch_size": args.prompts, "max_response_length": args.response, "max_steps": args.warmup + args.steps,
+          "test_freq": 0, "save_freq": 0, "micro_batch_size": min(16, args.prompts * args.group)}
+    if kind == "grpo":
+        hp.update(group_size=args.group, lr=args.lr, kl_coef=args.kl)
+    return hp
 
 
 def metric_rows(path: Path) -> list[dict]:
@@ -82,20 +94,27 @@ def run_leg(name: str, argv: list[str], env: dict, cwd: str, metrics: Path, step
     return {"rows": rows, "first_step_s": first, "peak_rss_mb": rss.peak_mb, "wall_s": time.time() - t0}
 
 
-def app_leg(backend: str, model: Path, work: Path, args) -> dict:
-    """The run directory the New job form writes for this preset, launched as the worker launches it."""
+def app_leg(leg: str, model: Path, work: Path, args) -> dict:
+    """The run directory the New job form writes for this preset, launched as the worker launches it.
+    Distillation legs train SmolLM2's 6-layer student with SmolLM2 as the teacher."""
     from training import realtask
-    from training.backends.base import get_backend, load_spec
+    from training.backends.base import BackendError, get_backend, load_spec
     from training.rundir import RunDir, write_json
 
-    run = realtask.write_real_run(work / backend, model, backend=backend, hp_overrides=settings(args),
-                                  n_val=4, job_id=f"bench-{backend}")  # VERL validates before step 1
-    plan = get_backend(backend).prepare(load_spec(run), run, 1)
+    backend, kind, preset = APP_LEGS[leg]
+    student = smollm2_model(args, student=True) if kind == "distill" else None
+    run = realtask.write_real_run(work / leg, student or model, kind=kind, backend=backend, preset=preset,
+                                  hp_overrides=settings(args, kind), teacher_dir=model if student else None,
+                                  n_val=4, job_id=f"bench-{leg}")  # VERL validates before step 1
+    try:
+        plan = get_backend(backend).prepare(load_spec(run), run, 1)
+    except BackendError as exc:
+        raise SystemExit(f"refused at launch: {exc}") from None
     adir = RunDir(run).attempt(1).path
     write_json(adir / "launch.json", plan.to_json())
     argv = [sys.executable, "-m", "training.supervisor", "--attempt-dir", str(adir)]
-    return run_leg(backend, argv, {"PYTHONPATH": str(ROOT)}, str(ROOT), adir / "metrics.jsonl",
-                   args.warmup + args.steps, work / f"{backend}.log")
+    return run_leg(leg, argv, {"PYTHONPATH": str(ROOT)}, str(ROOT), adir / "metrics.jsonl",
+                   args.warmup + args.steps, work / f"{leg}.log")
 
 
 def trl_leg(model: Path, work: Path, args) -> dict:
@@ -187,9 +206,8 @@ def report(results: dict, args, probe: dict | None) -> None:
           f"{args.response}-token responses, full fine-tuning, {args.steps} timed step(s) after {args.warmup}; "
           f"load average at the end {load_average()} on {os.cpu_count()} cores")
     print(f"  {'leg':<22}{'s/step mean':>12}{'min':>9}{'first step (s)':>16}{'peak RSS (MB)':>15}")
-    labels = {"local": "local backend", "trl": "TRL GRPOTrainer", "verl": "VERL on CPU (app)"}
     for k, v in results.items():
-        print(f"  {labels[k]:<22}{mean(steps[k]):>12.1f}{min(steps[k]):>9.1f}{v['first_step_s']:>16.1f}"
+        print(f"  {LABELS.get(k, k):<22}{mean(steps[k]):>12.1f}{min(steps[k]):>9.1f}{v['first_step_s']:>16.1f}"
               f"{v['peak_rss_mb']:>15.0f}")
     if "local" in steps and "trl" in steps:
         r = mean(steps["local"]) / mean(steps["trl"])
@@ -240,17 +258,20 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     model = smollm2_model(args)
     print(f"load average at the start {load_average()}; legs and logs in {work}", flush=True)
-    results = {}
+    results, failed = {}, {}
     for leg in args.legs.split(","):
         t0 = time.time()
         try:
             results[leg] = trl_leg(model, work, args) if leg == "trl" else app_leg(leg, model, work, args)
         except SystemExit as exc:  # one failed leg does not cost the others' figures
             print(f"{leg}: FAILED: {exc}", flush=True)
+            failed[leg] = str(exc).splitlines()[0]
             continue
         print(f"{leg}: done in {time.time() - t0:.0f} s, load average {load_average()}", flush=True)
     probe = None if args.no_probe else cache_probe(model)
     report(results, args, probe)
+    for leg, why in failed.items():
+        print(f"  {LABELS.get(leg, leg)}: FAILED ({why})")
     (work / "results.json").write_text(json.dumps({k: {**v, "rows": [r["data"] for r in v["rows"]]}
                                                    for k, v in results.items()}, indent=1))
 

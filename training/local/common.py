@@ -140,18 +140,24 @@ def rollout(model, tok, prompts: list[str], n: int, max_new_tokens: int, *, gree
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, resp_len: int,
-                   temperature: float = 1.0, with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   temperature: float = 1.0, with_entropy: bool = False,
+                   entropy_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and entropies) of the last `resp_len` tokens, logits divided by temperature as in VERL.
 
     Only the positions that predict response tokens go through the LM head (`logits_to_keep`): with a 49k
-    vocabulary the prompt's logits would be most of the pass's memory and a good part of its time."""
+    vocabulary the prompt's logits would be most of the pass's memory and a good part of its time.
+    `entropy_grad=False` computes the entropy for the metrics only, outside the graph (no entropy bonus: its
+    vocabulary-wide product would otherwise be kept for, and differentiated in, the backward pass)."""
     kwargs = {"logits_to_keep": resp_len + 1} if _keeps_logits(model) else {}
     logits = model(input_ids=input_ids, attention_mask=attention_mask,
                    position_ids=position_ids(attention_mask), **kwargs).logits
     logits = logits[:, -resp_len - 1:-1, :].float() / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, input_ids[:, -resp_len:].unsqueeze(-1)).squeeze(-1)
-    ent = -(logp_all.exp() * logp_all).sum(-1) if with_entropy else None
+    ent = None
+    if with_entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            ent = -(logp_all.exp() * logp_all).sum(-1)
     return logp, ent
 
 

@@ -88,7 +88,8 @@ def policy_loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch
         metrics["actor/kl_loss"] = float(kl_loss.detach())
     if entropy is not None:
         ent = core.agg_loss(loss_mat=entropy, loss_mask=mask, loss_agg_mode=cfg.loss_agg_mode, **cfg.global_batch_info)
-        loss = loss - cfg.entropy_coeff * ent
+        if cfg.entropy_coeff != 0:  # as VERL: no entropy term in the loss (nor its backward) at coefficient 0
+            loss = loss - cfg.entropy_coeff * ent
         metrics["actor/entropy"] = float(ent.detach())
     return loss, metrics
 
@@ -174,7 +175,7 @@ class GRPOTrainer:
         for s in chunks:
             with self.rt.autocast():
                 logp, ent = token_logprobs(self.model, ro.input_ids[s], ro.attention_mask[s], rl, hp.temperature,
-                                           with_entropy=True)
+                                           with_entropy=True, entropy_grad=hp.entropy_coeff != 0)
             policy_logp.append(logp.detach().float())
             policy_ent.append(ent.detach().float())
             # One update per batch: the rollout policy is the current one, so old = current (ratio 1).

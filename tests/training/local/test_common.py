@@ -99,3 +99,17 @@ def test_log_probs_run_the_lm_head_on_the_response_positions_only(tmp_path):
     want = torch.log_softmax(full[:, -5:-1].float() / 0.7, -1)
     assert torch.allclose(logp, want.gather(-1, ids[:, -4:, None]).squeeze(-1), atol=1e-5)
     assert torch.allclose(ent, -(want.exp() * want).sum(-1), atol=1e-5)
+
+
+def test_the_entropy_stays_out_of_the_graph_without_an_entropy_bonus(tmp_path):
+    from training import demo
+    from training.local.common import token_logprobs
+    from training.models import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(demo.build_demo_model(tmp_path / "m"))
+    ids = torch.randint(3, model.config.vocab_size, (2, 7))
+    attn = torch.ones_like(ids)
+    logp, ent = token_logprobs(model, ids, attn, 3, with_entropy=True, entropy_grad=False)
+    assert logp.requires_grad and not ent.requires_grad  # metrics only: nothing kept for the backward pass
+    logp2, ent2 = token_logprobs(model, ids, attn, 3, with_entropy=True)
+    assert ent2.requires_grad and torch.allclose(ent, ent2.detach())
