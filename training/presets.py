@@ -37,9 +37,18 @@ _SMOLLM2_KINDS: dict[str, dict[str, Any]] = {
 }
 _SMOLLM2_GUARD_RULES: list[dict[str, Any]] = [{"rule": "kl", "action": "stop"}]
 
+# What each preset was made for ("model": a label and the parameter counts it suits): a model outside that range
+# keeps the preset's lr and lengths only by mistake, so the launch form points at a preset that fits it.
+_DEMO_MODEL = {"label": "the demo's tiny models", "parameters": (0, 20e6)}
+_SMOLLM2_MODEL = {"label": "SmolLM2-135M-Instruct", "parameters": (50e6, 300e6)}
+# The settings a preset sizes for its model: the ones to revisit when the model changes.
+MODEL_SETTINGS = ("lr", "batch_size", "micro_batch_size", "group_size", "max_prompt_length", "max_response_length",
+                  "max_seq_len", "lora.rank", "device", "dtype")
+
 PRESETS: dict[str, dict[str, Any]] = {
     "demo-cpu": {
         "label": "Demo on CPU (tiny model, arithmetic; about a minute on 2 cores)",
+        "model": _DEMO_MODEL,
         "backend": "local",
         "hp": {},
         "kinds": {
@@ -61,6 +70,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "demo-cpu-guarded": {
         "label": "Demo on CPU with a health rule that trips: KL above 0.3 restores the last good checkpoint",
+        "model": _DEMO_MODEL,
         "backend": "local",
         "hp": {},
         "kinds": {"grpo": {**_DEMO_COMMON, "lr": 1e-3, "kl_coef": 0.02, "kl_loss_type": "low_var_kl",
@@ -79,6 +89,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "smollm2-cpu": {
         "label": "SmolLM2-135M-Instruct on 2 CPU cores (GSM8K-format word problems; full fine-tuning)",
+        "model": _SMOLLM2_MODEL,
         "backend": "local",
         "hp": {**_SMOLLM2_COMMON, "lr": 1e-6},
         "kinds": _SMOLLM2_KINDS,
@@ -87,6 +98,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "smollm2-cpu-lora": {
         "label": "SmolLM2-135M-Instruct on 2 CPU cores with LoRA (rank 16)",
+        "model": _SMOLLM2_MODEL,
         "backend": "local",
         "hp": {**_SMOLLM2_COMMON, "lr": 5e-5, "lora": {"rank": 16, "alpha": 32, "targets": "all-linear"}},
         "kinds": {k: {key: v for key, v in hp.items() if key != "lr"} for k, hp in _SMOLLM2_KINDS.items()},
@@ -95,6 +107,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "qwen2.5-0.5b-1gpu": {
         "label": "Qwen2.5-0.5B-Instruct on one GPU (VERL, vLLM rollouts)",
+        "model": {"label": "Qwen2.5-0.5B-Instruct", "parameters": (300e6, 1.5e9)},
         "backend": "verl",
         "hp": {"lr": 1e-6, "kl_coef": 0.02, "batch_size": 32, "mini_batch_size": 16, "micro_batch_size": 4,
                "group_size": 4, "epochs": 3, "max_prompt_length": 512, "max_response_length": 1024,
@@ -106,6 +119,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "qwen2.5-7b-8gpu": {
         "label": "Qwen2.5-7B-Instruct on one 8-GPU node (VERL, vLLM rollouts, LoRA 64)",
+        "model": {"label": "Qwen2.5-7B-Instruct", "parameters": (4e9, 12e9)},
         "backend": "verl",
         "hp": {"lr": 3e-6, "kl_coef": 0.02, "batch_size": 128, "mini_batch_size": 32, "micro_batch_size": 4,
                "group_size": 8, "epochs": 3, "max_prompt_length": 1024, "max_response_length": 1024,
@@ -122,3 +136,23 @@ DEFAULT_PRESET = "demo-cpu"
 
 def preset_choices() -> list[tuple[str, str]]:
     return [(name, f"{name} — {p['label']}") for name, p in PRESETS.items()]
+
+
+def made_for(preset: str, parameters: int | None) -> bool | None:
+    """Whether `preset` was made for a model of this many parameters (None: unknown)."""
+    low_high = (PRESETS.get(preset) or {}).get("model", {}).get("parameters")
+    if parameters is None or low_high is None:
+        return None
+    return low_high[0] <= parameters < low_high[1]
+
+
+def preset_for(parameters: int | None, backend: str | None = None, lora: bool | None = None) -> str | None:
+    """The first preset made for a model of this size, one on `backend` and with (or without) LoRA first."""
+    fitting = [name for name in PRESETS if made_for(name, parameters)]
+
+    def rank(name: str) -> tuple[int, int]:
+        p = PRESETS[name]
+        has_lora = bool((p.get("hp") or {}).get("lora", {}).get("rank"))
+        return (p.get("backend", "local") != backend if backend else 0, has_lora != lora if lora is not None else 0)
+
+    return min(fitting, key=rank) if fitting else None

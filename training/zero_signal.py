@@ -6,7 +6,8 @@ Samples `n` responses per prompt from a model (an HF folder, LoRA adapter or che
 `training.generation`) and scores them with a reward block (function components in the sandbox,
 through `training.reward_client`, as training does). A prompt whose group of rewards ties (all right
 or all wrong: `training.guard_builtins.tied_group_share`) has zero GRPO advantage, so a step learns nothing
-from it; the result lists them, with the share, and the expected effective batch size.
+from it; the result lists them, with the share, and the expected effective batch size. It also keeps the
+first prompts' samples with their rewards, tied or not (`answers`: what the launch review shows).
 
 The request (JSON):
     {"model": DIR, "base_model": DIR|null, "engine": "auto", "device": "auto",
@@ -32,6 +33,7 @@ from training.rundir import read_jsonl, write_json
 
 RIGHT_AT = 0.5  # a tied group counts as "all right" when its common reward is at least this, else "all wrong"
 EXAMPLES = 20  # tied prompts shown with their sampled responses
+ANSWERS = 3  # the first prompts' samples kept with their rewards, tied or not (what the launch review shows)
 
 
 class DryRunError(ValueError):
@@ -107,6 +109,7 @@ def dry_run(request_path: str | Path, out: str | Path, progress: str | Path | No
     started = time.monotonic()
     groups: list[dict[str, Any]] = []
     samples: dict[int, list[str]] = {}
+    answers: list[dict[str, Any]] = []
     if progress:
         write_json(progress, {"done": 0, "total": len(rows)})
     try:
@@ -133,6 +136,11 @@ def dry_run(request_path: str | Path, out: str | Path, progress: str | Path | No
                                "errors": sum(1 for r in mine if r.error)})
                 if tied and len(samples) < EXAMPLES:
                     samples[row["index"]] = [g.text for g in gens]
+                if len(answers) < ANSWERS:
+                    answers.append({"index": row["index"], "prompt": prompt_text(row["prompt"])[:500],
+                                    "ground_truth": row.get("ground_truth"), "tied": tied,
+                                    "responses": [{"text": g.text[:2000], "reward": reward}
+                                                  for g, reward in zip(gens, rewards, strict=True)][:8]})
             if progress:
                 write_json(progress, {"done": len(groups), "total": len(rows)})
         engine = generator.engine
@@ -143,7 +151,8 @@ def dry_run(request_path: str | Path, out: str | Path, progress: str | Path | No
               "groups": groups,
               "examples": [{"index": i, "prompt": prompt_text(prompts_by_index[i]["prompt"])[:500],
                             "ground_truth": prompts_by_index[i].get("ground_truth"), "responses": texts[:8]}
-                           for i, texts in samples.items()]}
+                           for i, texts in samples.items()],
+              "answers": answers}
     write_json(out, result, indent=None)
     return result
 

@@ -37,7 +37,7 @@ class ModelInfo:
     num_parameters: int | None
 
 
-def _count_parameters(path: Path) -> int | None:
+def count_parameters(path: Path) -> int | None:
     """Sum of tensor sizes from the safetensors headers (no weights are loaded)."""
     total, found = 0, False
     for file in sorted(path.glob("*.safetensors")):
@@ -163,7 +163,7 @@ def inspect_model_dir(path: str | Path) -> ModelInfo:
     if not any(p.glob("*.safetensors")) and not any(p.glob("*.bin")):
         raise ApplicationError(f"{p} has a config but no weights (*.safetensors).", field="path")
     return ModelInfo(kind=kind, architectures=archs, model_type=getattr(cfg, "model_type", ""),
-                     num_parameters=_count_parameters(p))
+                     num_parameters=count_parameters(p))
 
 
 @transaction.atomic

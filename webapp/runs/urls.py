@@ -22,5 +22,6 @@ urlpatterns = [
     path("<int:pk>/rescores/<int:rid>/", views_rescore.rescore_detail, name="rescore"),
     path("zero-signal/version/<int:version_id>/", zero_signal_views.zero_signal_start, name="zero-signal-start"),
     path("zero-signal/<int:run_id>/status/", zero_signal_views.zero_signal_status, name="zero-signal-status"),
+    path("zero-signal/<int:run_id>/check/", zero_signal_views.zero_signal_check, name="zero-signal-check"),
     path("zero-signal/<int:run_id>/derive/", zero_signal_views.zero_signal_derive, name="zero-signal-derive"),
 ]

@@ -34,8 +34,9 @@ from webapp.runs.forms import (
     settings_initial,
 )
 from webapp.runs.models import Job, JobState
-from webapp.runs.services import checkpoint_models, launch
+from webapp.runs.services import checkpoint_models, launch, prelaunch
 from webapp.runs.services.lengths import figure as lengths_figure
+from webapp.runs.services.model_fit import model_fit
 from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for, spec_yaml
 
 
@@ -143,9 +144,11 @@ def job_new(request, slug):
             messages.warning(request, message)
         messages.success(request, f"Job #{job.pk} queued on the {job.queue} queue.")
         return redirect("runs:detail", slug=slug, pk=job.pk)
+    check = prelaunch.prelaunch_check(plan=plan, user=request.user)
     return render(request, "runs/job_review.html", {
         "project": project, "access": access, "plan": plan, "hidden": _hidden(request),
-        "name": form.cleaned_data["name"], "launch_token": uuid.uuid4(), **plan_preview(plan)})
+        "name": form.cleaned_data["name"], "launch_token": uuid.uuid4(), **plan_preview(plan),
+        "check": prelaunch.verdict(check) if check else None})
 
 
 def _hidden(request) -> list[tuple[str, str]]:
@@ -186,6 +189,10 @@ def job_preview(request, slug):
     body = {"ok": plan is not None and not plan.errors and not errors, "errors": errors,
             "warnings": {cfg.BY_KEY[k].form_name if k in cfg.BY_KEY else k: v
                          for k, v in (plan.warnings if plan else {}).items()}}
+    data = form.cleaned_data
+    if plan is not None:  # a model the preset was not made for: said even while other fields have errors
+        body["model_fit"] = model_fit(kind=data["kind"], backend=data["backend"], preset=data["preset"],
+                                      model=data.get("base_model"), values=request.POST)
     if body["ok"]:
         preview = plan_preview(plan)
         body.update(yaml=preview["yaml"], command=preview["command"], counts=preview["manifest"].get("counts"),

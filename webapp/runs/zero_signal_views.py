@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.http import JsonResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
@@ -19,6 +19,7 @@ from webapp.datasets.models import DatasetKind, DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardVersion
 from webapp.runs.models import Checkpoint, CheckpointStatus, ZeroSignalRun
+from webapp.runs.services import prelaunch
 from webapp.runs.services import zero_signal as zs
 
 SECTION_KEY = "zero_signal"
@@ -91,6 +92,13 @@ def zero_signal_status(request, slug, run_id):
     run = _run(access.project, run_id)
     return JsonResponse({"status": run.status, "progress": run.progress, "finished": run.finished,
                          "error": run.error})
+
+
+def zero_signal_check(request, slug, run_id):
+    """The launch review's zero-signal card, redrawn by the review page while the worker samples and scores."""
+    access = project_access(request.user, slug)
+    run = _run(access.project, run_id)
+    return render(request, "runs/_prelaunch.html", {"project": access.project, "check": prelaunch.verdict(run)})
 
 
 @require_POST

@@ -139,18 +139,46 @@ def workdir(run: ZeroSignalRun) -> Path:
     return Path(settings.MEDIA_ROOT) / "zero-signal" / str(run.pk)
 
 
-def _write_inputs(run: ZeroSignalRun, work: Path) -> Path:
-    """prompts.jsonl, the reward source and request.json in `work`; the request file's path."""
-    rows = (DatasetRow.objects.filter(version=run.version).order_by("index")
-            .values_list("index", "prompt", "ground_truth", "data_source", "extra_info"))
+def _write_prompts(run: ZeroSignalRun, path: Path) -> int:
+    """The prompts to sample: the rows a launch review chose (`params["rows"]`), else the version's first rows."""
+    if run.params.get("rows") is not None:
+        rows = [{"index": i, **row} for i, row in enumerate(run.params["rows"])]  # a row's own index comes after
+    else:
+        rows = ({"index": index, "prompt": prompt, "ground_truth": truth, "data_source": source,
+                 "extra_info": extra or {}}
+                for index, prompt, truth, source, extra in DatasetRow.objects.filter(version=run.version)
+                .order_by("index").values_list("index", "prompt", "ground_truth", "data_source", "extra_info")
+                [:run.params["max_prompts"]].iterator(chunk_size=2000))
     count = 0
-    with (work / "prompts.jsonl").open("w", encoding="utf-8") as fh:
-        for index, prompt, truth, source, extra in rows[:run.params["max_prompts"]].iterator(chunk_size=2000):
-            fh.write(json.dumps({"index": index, "prompt": prompt, "ground_truth": truth, "data_source": source,
-                                 "extra_info": extra or {}}, ensure_ascii=False) + "\n")
+    with path.open("w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += 1
-    rv = run.reward_version
-    (work / "reward.py").write_text(rv.source, encoding="utf-8")
+    return count
+
+
+def _reward(run: ZeroSignalRun, work: Path) -> dict[str, Any]:
+    """The reward block: a job's whole reward (`params["reward_spec"]`: its function components, weights and
+    shaping, as the launch review checks it), else the run's one reward version."""
+    spec = run.params.get("reward_spec")
+    if not spec:
+        spec = {"shaping": "raw", "components": [{"type": "function", "version_id": run.reward_version_id}]}
+    versions = {v.pk: v for v in RewardVersion.objects.filter(
+        pk__in=[c.get("version_id") for c in spec["components"]])}
+    components = []
+    for comp in spec["components"]:
+        rv = versions.get(comp.get("version_id"))
+        if rv is None:
+            raise ApplicationError("A reward version was deleted before the dry run started.")
+        (work / f"reward_{rv.pk}.py").write_text(rv.source, encoding="utf-8")
+        components.append({"type": "function", "path": f"reward_{rv.pk}.py", "name": rv.entry_point,
+                           "weight": float(comp.get("weight", 1.0))})
+    return {"components": components, "shaping": spec.get("shaping") or "raw"}
+
+
+def _write_inputs(run: ZeroSignalRun, work: Path) -> Path:
+    """prompts.jsonl, the reward sources and request.json in `work`; the request file's path."""
+    count = _write_prompts(run, work / "prompts.jsonl")
     if run.model_id:
         model, base = run.model.path, None
     else:
@@ -159,10 +187,9 @@ def _write_inputs(run: ZeroSignalRun, work: Path) -> Path:
     p = run.params
     request = {"model": model, "base_model": base or None, "prompts": "prompts.jsonl", "n": p["n"],
                "max_new_tokens": p["max_new_tokens"], "temperature": p["temperature"], "seed": p["seed"],
-               "reward": {"components": [{"type": "function", "path": "reward.py", "name": rv.entry_point,
-                                          "weight": 1.0}], "shaping": "raw"},
-               "sandbox": sandbox_block(), "device": "auto", "engine": "auto",
-               "batch_prompts": max(1, min(64, -(-count // 20)))}  # about 20 progress steps, at most 64 a batch
+               "reward": _reward(run, work), "sandbox": sandbox_block(), "device": "auto", "engine": "auto",
+               # about 20 progress steps, at most 64 a batch (a launch review's few prompts: one batch)
+               "batch_prompts": p.get("batch_prompts") or max(1, min(64, -(-count // 20)))}
     return write_json(work / "request.json", request)
 
 
@@ -212,6 +239,7 @@ def dry_run_execute(*, run_id: int, poll_s: float = 0.5,
     tied = sorted(g["index"] for g in raw["groups"] if g["tied"])
     result = {k: raw[k] for k in ("prompts", "n", "counted", "tied", "tied_share", "all_right", "all_wrong",
                                   "right_at", "tie_tolerance", "engine", "seconds", "examples")}
+    result["answers"] = raw.get("answers", [])
     result.update(tied_indices=tied[:TIED_KEPT], tied_truncated=len(tied) > TIED_KEPT,
                   uncounted=raw["uncounted"][:1000], errors=sum(g["errors"] for g in raw["groups"]),
                   values={str(g["index"]): g["value"] for g in raw["groups"] if g["tied"]} if len(tied) <= 5000

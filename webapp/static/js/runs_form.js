@@ -61,6 +61,45 @@
     if (field) field.append(p); else warnings.append(Object.assign(document.createElement('li'), {textContent: text, className: 'field-error js-error'}));
   }
 
+  // The preset was made for another model: say which of its settings still apply, offer those that fit.
+  const fitBox = document.getElementById('model-fit');
+  let fit = null;
+  function showModelFit(f) {
+    fit = f;
+    fitBox.hidden = !f;
+    if (!f) return;
+    const size = f.parameters ? ` has ${(f.parameters / 1e6).toFixed(f.parameters < 1e7 ? 2 : 0)}M parameters` : '';
+    const ctx = f.context ? ` and a context of ${f.context.toLocaleString('en-US')} tokens` : '';
+    let text = `${f.model}${size}${ctx}.`;
+    if (f.fits === false) text = `The preset ${f.preset} was made for ${f.made_for}; ` + text;
+    if (f.too_long) text += ` The max sequence length ${f.max_seq_len} is longer than its context.`;
+    if (f.settings.length) text += ' These settings are still the preset\'s:';
+    document.getElementById('model-fit-text').textContent = text;
+    const table = document.getElementById('model-fit-settings');
+    table.hidden = !f.settings.length;
+    document.getElementById('model-fit-suggested-head').textContent = f.suggested ? `${f.suggested}` : 'Fits the model';
+    table.tBodies[0].replaceChildren(...f.settings.map((r) => {
+      const tr = document.createElement('tr');
+      [r.label, r.value === null ? '—' : String(r.value), r.suggested === null || r.suggested === undefined ? '—' : String(r.suggested)]
+        .forEach((t, i) => { const td = document.createElement(i ? 'td' : 'th'); if (!i) td.scope = 'row'; td.textContent = t; tr.append(td); });
+      return tr;
+    }));
+    const apply = document.getElementById('model-fit-apply');
+    apply.hidden = !f.suggested;
+    apply.textContent = f.suggested ? `Use ${f.suggested}'s settings` : '';
+    document.getElementById('model-fit-lengths').hidden = !f.lengths;
+  }
+  document.getElementById('model-fit-apply').addEventListener('click', () => {
+    if (!fit || !fit.suggested) return;
+    $('preset').value = fit.suggested;
+    $('preset').dispatchEvent(new Event('change', {bubbles: true}));
+  });
+  document.getElementById('model-fit-lengths').addEventListener('click', () => {
+    if (!fit || !fit.lengths) return;
+    Object.entries(fit.lengths).forEach(([name, value]) => { $(name).value = value; });
+    schedule();
+  });
+
   let timer = null, seq = 0;
   async function preview() {
     const mine = ++seq;
@@ -73,6 +112,7 @@
       const data = await resp.json();
       if (mine !== seq) return;  // a newer preview is on its way
       clearJsMessages();
+      showModelFit(data.model_fit || null);
       Object.entries(data.errors || {}).forEach(([name, msgs]) => msgs.forEach((m) => showFieldMessage(name === '__all__' ? '' : name, m, 'error')));
       Object.entries(data.warnings || {}).forEach(([name, m]) => showFieldMessage(name, m, 'warning'));
       const nErr = Object.values(data.errors || {}).reduce((a, m) => a + m.length, 0);

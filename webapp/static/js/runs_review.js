@@ -21,3 +21,19 @@
   }
   window.addEventListener('pageshow', check);
 })();
+
+// The zero-signal check: redraw its card from the server until the worker has sampled and scored.
+(function () {
+  function poll() {
+    const card = document.getElementById('prelaunch');
+    if (!card || card.dataset.finished === '1') return;
+    fetch(card.dataset.url, {cache: 'no-store'})
+      .then((r) => (r.ok ? r.text() : null))
+      .then((html) => {
+        if (html) card.outerHTML = html;
+        setTimeout(poll, 1500);
+      })
+      .catch(() => setTimeout(poll, 5000));
+  }
+  setTimeout(poll, 1000);
+})();
