@@ -209,11 +209,15 @@ def checkpoint_table_state(job: Job) -> tuple[str, int]:
     return ":".join("" if p is None else p.isoformat() if hasattr(p, "isoformat") else str(p) for p in parts), ck["n"]
 
 
-def checkpoint_rows(job: Job, metric_keys: list[str]) -> list[dict[str, Any]]:
-    """The checkpoint table: each checkpoint with its metrics at that step, usage and evaluations."""
+def checkpoint_rows(job: Job, metric_keys: list[str], offset: int = 0,
+                    limit: int | None = None) -> list[dict[str, Any]]:
+    """The checkpoint table, newest first (`limit` rows from `offset`): each checkpoint with its metrics at that
+    step, usage and evaluations."""
     from webapp.monitoring.models import BlindSource, BlindTask, CheckpointEvaluation, CheckpointExport
 
-    ckpts = list(Checkpoint.objects.filter(job=job).order_by("-step").prefetch_related(
+    ordered = Checkpoint.objects.filter(job=job).order_by("-step")
+    ordered = ordered[offset:offset + limit] if limit is not None else ordered[offset:]
+    ckpts = list(ordered.prefetch_related(
         Prefetch("evaluations", queryset=CheckpointEvaluation.objects.order_by("-created_at", "-id")),
         Prefetch("blind_tasks", queryset=BlindTask.objects.exclude(source=BlindSource.ARENA)
                  .order_by("-created_at", "-id")),

@@ -160,3 +160,17 @@ def test_retention_refuses_paths_outside_the_run(make_job, checkpoint, tmp_path)
         checkpoint(job, s)
     assert retention_apply(job=job) == [5]
     assert outside.is_dir()
+
+
+def test_a_retention_sweep_takes_the_same_few_queries_for_200_checkpoints(make_job, checkpoint,
+                                                                          django_assert_max_num_queries):
+    job = make_job(state=JobState.SUCCEEDED)  # keep_last_k = 2
+    for s in range(1, 201):
+        checkpoint(job, s)
+    with django_assert_max_num_queries(25):  # not one per deleted checkpoint
+        deleted = retention_apply(job=job)
+    assert deleted == list(range(1, 199))
+    assert set(Checkpoint.objects.filter(job=job, status=CheckpointStatus.DELETED).values_list("step", flat=True)) \
+        == set(range(1, 199))
+    assert sorted(p.name for p in (Path(job.run_dir) / "checkpoints").glob("global_step_*")) == \
+        ["global_step_199", "global_step_200"]

@@ -75,6 +75,28 @@ def test_the_checkpoints_fragment_is_the_tab_and_its_forms_return_to_the_page(ma
     assert as_user(outsider).get(base).status_code == 404
 
 
+def test_a_long_runs_checkpoint_table_comes_in_pages_newest_first(make_job, checkpoint, engineer, as_user,
+                                                                   django_assert_max_num_queries):
+    job = make_job()
+    for s in range(1, 61):
+        checkpoint(job, s * 10)
+    client = as_user(engineer)
+    page_url = f"/p/{job.project.slug}/jobs/{job.pk}/"
+    base = f"/p/{job.project.slug}/monitor/jobs/{job.pk}/checkpoints/"
+    with django_assert_max_num_queries(40):  # the same for 60 checkpoints as for 600: one page is read
+        body = client.get(base, {"back": page_url}).content.decode()
+    assert 'data-checkpoint-count="60"' in body  # the tab counts them all
+    assert body.count('<th scope="row">') == 25 and '<th scope="row">600</th>' in body
+    assert '<th scope="row">350</th>' not in body and "Page 1 of 3" in body
+    assert f'href="{page_url}?ckpt_page=2#checkpoints"' in body and "Newer checkpoints" not in body
+    last = client.get(base, {"back": page_url, "ckpt_page": 3}).content.decode()
+    assert last.count('<th scope="row">') == 10 and '<th scope="row">10</th>' in last
+    assert f'href="{page_url}?ckpt_page=2#checkpoints"' in last and "Older checkpoints" not in last
+    whole = client.get(page_url, {"ckpt_page": 2}).content.decode()  # the run page opens on the page asked for
+    assert "Checkpoints (60)" in whole and '<th scope="row">350</th>' in whole and "Page 2 of 3" in whole
+    assert client.get(base, {"ckpt_page": "x"}).status_code == 200
+
+
 def test_promote_through_the_page_redirects_back_with_a_message(make_job, checkpoint, engineer, as_user, project):
     job = make_job()
     c = checkpoint(job, 5)

@@ -292,16 +292,18 @@ def retention_apply(*, job: Job) -> list[int]:
     available = list(Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE))
     doomed = set(plan_retention([c.step for c in available], keep_last_k(job), protected))
     root = RunDir(job.run_dir).checkpoints
-    deleted = []
-    for ckpt in sorted((c for c in available if c.step in doomed), key=lambda c: c.step):
-        folder = Path(ckpt.path)
-        if not (folder.name == f"global_step_{ckpt.step}" and _inside(folder, root)):
-            logger.warning("retention: refusing to delete %s (outside %s)", folder, root)
-            continue
-        shutil.rmtree(folder, ignore_errors=True)
-        ckpt.status = CheckpointStatus.DELETED
-        ckpt.save(update_fields=["status", "updated_at"])
-        deleted.append(ckpt.step)
+    deleted, ids = [], []
+    try:
+        for ckpt in sorted((c for c in available if c.step in doomed), key=lambda c: c.step):
+            folder = Path(ckpt.path)
+            if not (folder.name == f"global_step_{ckpt.step}" and _inside(folder, root)):
+                logger.warning("retention: refusing to delete %s (outside %s)", folder, root)
+                continue
+            shutil.rmtree(folder, ignore_errors=True)
+            deleted.append(ckpt.step)
+            ids.append(ckpt.pk)
+    finally:  # one statement for the whole sweep (a long run has hundreds), even when a deletion fails midway
+        Checkpoint.objects.filter(pk__in=ids).update(status=CheckpointStatus.DELETED, updated_at=timezone.now())
     if deleted:
         msg = f"Retention deleted steps {', '.join(map(str, deleted))} (keep last {keep_last_k(job)}; " \
               f"protected: {', '.join(map(str, sorted(protected))) or 'none'})"

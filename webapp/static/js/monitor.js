@@ -440,7 +440,8 @@
     if (!panel || refreshing || (dialog && dialog.open) || panel.contains(document.activeElement)) return;
     refreshing = true;
     try {
-      const url = `${cfg.checkpointsUrl}?back=${encodeURIComponent(location.pathname)}`;
+      const page = new URLSearchParams(location.search).get('ckpt_page') || '';  // the page the user is on
+      const url = `${cfg.checkpointsUrl}?back=${encodeURIComponent(location.pathname)}&ckpt_page=${encodeURIComponent(page)}`;
       const resp = await fetch(url, {credentials: 'same-origin'});
       if (!resp.ok) throw new Error('HTTP ' + resp.status);
       panel.innerHTML = await resp.text();  // server-rendered, autoescaped
