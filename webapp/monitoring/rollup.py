@@ -135,15 +135,99 @@ def rollup_update(job_id: int, points: Iterable[tuple[int, str]]) -> int:
 def rollup_sync(job_id: int, points: Iterable[tuple[int, str]]) -> int:
     """After a sync: keep up to date the series that have rollups (a chart once needed them).
 
-    Other series cost nothing per sync; the first long read builds theirs (see `_heal`).
+    Other series cost nothing per sync; the first long read builds theirs (see `_heal`). Series that only
+    grew (every new step after the last rolled-up one: a live run's normal sync) take the append path, a few
+    queries for all of them; a rewritten step (a later attempt's) recomputes its buckets (`rollup_update`).
     """
     points = list(points)
     from webapp.monitoring.models import MetricRollupState
 
     names = {n for _s, n in points}
-    tracked = set(MetricRollupState.objects.filter(job_id=job_id, name__in=list(names))
-                  .values_list("name", flat=True))
-    return rollup_update(job_id, [(s, n) for s, n in points if n in tracked]) if tracked else 0
+    through = dict(MetricRollupState.objects.filter(job_id=job_id, name__in=list(names))
+                   .values_list("name", "through_step"))
+    if not through:
+        return 0
+    grown = {n for n, t in through.items() if t is not None}
+    for s, n in points:
+        if n in grown and s <= through[n]:
+            grown.discard(n)
+    written = _append(job_id, {n: through[n] for n in grown}) if grown else 0
+    if written is None:  # too long a tail to merge: recompute
+        written, grown = 0, set()
+    rest = [(s, n) for s, n in points if n in through and n not in grown]
+    return written + (rollup_update(job_id, rest) if rest else 0)
+
+
+APPEND_TAIL = 64  # points a series may have gained since its last roll-up for the append path
+
+
+def merge_bucket(old: list | None, tail: list[tuple[int, float, float | None]]) -> list:
+    """A bucket's [min_step, min_value, min_time, max_step, max_value, max_time] after points later than all of
+    its own (steps ascending): ties keep the earliest step, as a roll-up from scratch does."""
+    out = list(old) if old is not None else [*tail[0], *tail[0]]
+    for step, value, t in tail:
+        if value < out[1]:
+            out[0:3] = [step, value, t]
+        if value > out[4]:
+            out[3:6] = [step, value, t]
+    return out
+
+
+@transaction.atomic
+def _append(job_id: int, through: dict[str, int]) -> int | None:
+    """Merge the points logged after each series' last roll-up into the buckets at every level, reading
+    only those points and the buckets they fall in. None when a series gained more than APPEND_TAIL."""
+    from webapp.monitoring.models import MetricRollupState
+
+    points, rollups, state = _tables()
+    names = sorted(through)
+    marks = ", ".join(["%s"] * len(names))
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT name, step, value, wall_time FROM {points} WHERE job_id = %s AND name IN ({marks}) "
+                    f"AND step > %s ORDER BY name, step", [job_id, *names, min(through.values())])
+        tails: dict[str, list[tuple[int, float, float | None]]] = defaultdict(list)
+        last: dict[str, int] = {}
+        for name, step, value, t in cur.fetchall():
+            if step <= through[name]:
+                continue
+            last[name] = step
+            if value is not None and math.isfinite(value):
+                tails[name].append((step, value, t))
+        if any(len(v) > APPEND_TAIL for v in tails.values()):
+            return None
+        spans = {level: (min(v[0][0] for v in tails.values()) // size(level),
+                         max(v[-1][0] for v in tails.values()) // size(level)) for level in LEVELS} if tails else {}
+        existing: dict[tuple[str, int, int], list] = {}
+        if spans:
+            where = " OR ".join(["(level = %s AND bucket >= %s AND bucket <= %s)"] * len(spans))
+            cur.execute(f"SELECT name, level, bucket, min_step, min_value, min_time, max_step, max_value, max_time "
+                        f"FROM {rollups} WHERE job_id = %s AND name IN ({marks}) AND ({where})",
+                        [job_id, *names, *(x for level, (a, b) in spans.items() for x in (level, a, b))])
+            existing = {(r[0], r[1], r[2]): list(r[3:]) for r in cur.fetchall()}
+        rows = []
+        for name, tail in tails.items():
+            for level in LEVELS:
+                by_bucket: dict[int, list] = defaultdict(list)
+                for p in tail:
+                    by_bucket[p[0] // size(level)].append(p)
+                for bucket, items in by_bucket.items():
+                    old = existing.get((name, level, bucket))
+                    new = merge_bucket(old, items)
+                    if new != old:
+                        rows.append((job_id, name, level, bucket, *new))
+        if rows:
+            values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+            cur.execute(f"INSERT INTO {rollups} (job_id, name, level, bucket, min_step, min_value, min_time, max_step, "
+                        f"max_value, max_time) VALUES {values} ON CONFLICT (job_id, name, level, bucket) DO UPDATE SET "
+                        "min_step = EXCLUDED.min_step, min_value = EXCLUDED.min_value, min_time = EXCLUDED.min_time, "
+                        "max_step = EXCLUDED.max_step, max_value = EXCLUDED.max_value, max_time = EXCLUDED.max_time",
+                        [x for r in rows for x in r])
+    by_step: dict[int, list[str]] = defaultdict(list)
+    for name, step in last.items():
+        by_step[step].append(name)
+    for step, group in by_step.items():
+        MetricRollupState.objects.filter(job_id=job_id, name__in=group).update(through_step=step)
+    return len(rows)
 
 
 def rollup_build(job_id: int, name: str | None = None) -> int:
