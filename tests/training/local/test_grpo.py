@@ -83,7 +83,8 @@ def test_demo_grpo_run_raises_the_reward(make_run, read_metrics, demo_models):
     first, last = sum(scores[:25]) / 25, sum(scores[-25:]) / 25
     assert first < 0.2 < 0.4 < last, (first, last)
     for key in ("actor/kl_loss", "actor/pg_loss", "actor/entropy", "actor/grad_norm", "actor/lr", "perf/throughput",
-                "response_length/mean", "timing_s/step", "critic/zero_variance_group_share"):
+                "response_length/mean", "timing_s/step", "critic/zero_variance_group_share",
+                "actor/ppo_kl", "garbled/share", "garbled/repetition_share"):  # what the spike and garbled rules read
         assert m[150][key] is not None, key
     before, _ = load_model_and_tokenizer(demo_models["policy"])
     after, _ = load_model_and_tokenizer(run / "checkpoints" / "global_step_150" / "model")
