@@ -132,7 +132,7 @@ class RewardTestRunSerializer(serializers.ModelSerializer):
         model = RewardTestRun
         fields = ["id", "function", "version", "sha256", "entry_point", "dataset_version", "split", "mode",
                   "origin", "rollout_run", "rollout_step", "sample_model",
-                  "sample_count", "done_count", "state", "state_words", "error_count", "is_reference_check",
+                  "limit", "sample_count", "done_count", "state", "state_words", "error_count", "is_reference_check",
                   "isolation", "summary", "error", "error_lineno",
                   "error_traceback",
                   "duration_ms", "created_by", "created_at", "url", "results_url", "api_url",

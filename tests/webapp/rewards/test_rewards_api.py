@@ -112,3 +112,11 @@ def test_dataset_version_of_another_project_is_refused(api_for, engineer, projec
     resp = api_for(engineer).post(f"{base(project)}{reward_fn.pk}/test-run/", {"dataset_version": dv.pk},
                                   format="json")
     assert resp.status_code == 400 and resp.json()["field"] == "dataset_version"
+
+
+def test_a_test_run_says_how_many_samples_were_asked(api_for, engineer, project, reward_fn, arith):
+    """Asking for more samples than the version has rows scores every row; the run keeps what was asked, so
+    the page can say why there are fewer (rewards.js)."""
+    body = api_for(engineer).post(f"{base(project)}{reward_fn.pk}/test-run/",
+                                  {"version": 1, "dataset_version": arith.pk, "limit": 500}, format="json").json()
+    assert body["limit"] == 500 and body["sample_count"] == arith.row_count < 500

@@ -197,6 +197,8 @@
         const s = run.summary && run.summary.all;
         status.textContent = run.state === 'failed' ? 'The reward could not run: ' + run.error
           : 'Done: ' + window.wb.count(run.sample_count, 'sample') + ' in ' + Math.round(run.duration_ms) + ' ms' +
+            // fewer rows than asked: say so, or 100 asked and 36 scored reads as samples lost
+            (run.limit && run.sample_count < run.limit ? ` (every row there is: ${run.limit} were asked)` : '') +
             (s && s.errors ? ', ' + run.state_words : '') +
             (run.is_reference_check ? ' (a reference check: each ground truth scored against itself)' : '') + '.';
         area.querySelector('section').scrollIntoView({behavior: 'smooth', block: 'start'});
