@@ -166,17 +166,18 @@ def trl_child(args) -> None:
     trainer.train()
 
 
-def cache_probe(model_dir: Path, n: int = 8, tokens: int = 48) -> dict:
+def cache_probe(model_dir: Path, n: int = 4, tokens: int = 32) -> dict:
     """Generation of `tokens` new tokens for `n` prompts with and without the KV cache (greedy)."""
     import torch
 
     from training import wordproblems
-    from training.local.common import encode_prompts
+    from training.local.common import encode_prompts, set_threads
     from training.local.data import fit_prompts
     from training.models import load_model_and_tokenizer
 
     model, tok = load_model_and_tokenizer(model_dir)
     model.eval()
+    set_threads(model)  # as the local trainer does
     train, _ = wordproblems.generate(n, 0, 3)
     enc = encode_prompts(tok, fit_prompts(train, tok, 512, "train.jsonl")[1], torch.device("cpu"))
     out = {}
