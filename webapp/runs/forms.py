@@ -176,6 +176,7 @@ class JobForm(forms.Form):
         for name in BUILTIN:  # a rule that is on must hold with each value typed in its row
             if data.get(f"rule_{name}"):
                 self._check_rule_row(name, data)
+        data["overrides"] = self.overrides()  # parsed once, with every field's verdict known
         return data
 
     def _check_rule_row(self, name: str, data: dict) -> None:

@@ -77,7 +77,7 @@ def _plan(form: JobForm, reward_form: RewardSpecForm) -> JobPlan | None:
         return None
     data = form.cleaned_data
     plan = plan_job(project=form.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
-                    hp_overrides=form.overrides(), dataset_version=data.get("dataset_version"),
+                    hp_overrides=data["overrides"], dataset_version=data.get("dataset_version"),
                     reward_spec=reward_form.cleaned_data.get("reward_spec"), base_model=data.get("base_model"),
                     teacher_model=data.get("teacher_model"), include_unreviewed=data.get("include_unreviewed", False))
     form.apply_errors(plan.errors, reward_form)
