@@ -186,6 +186,7 @@ def _tokens(job, kind, step, offset, by, link) -> dict:
     views = [{"by": key, "label": label, "current": key == by,
               "url": link(view="tokens", step=step, offset=offset, by=key)}
              for key, (label, _) in sample_text.TOKEN_VIEWS.items()]
-    return {"sample": row, "by": by, "token_views": views,
-            "colours": sample_text.token_view(row, by, group_max_advantage=row.get("group_max_advantage"),
-                                              step_mismatch=mismatch)}
+    colours = sample_text.token_view(row, by, group_max_advantage=row.get("group_max_advantage"),
+                                     step_mismatch=mismatch)
+    return {"sample": row, "by": by, "token_views": views, "colours": colours,
+            "tokens_html": sample_text.tokens_html(colours["tokens"], by)}

@@ -123,3 +123,14 @@ def test_a_sample_shows_what_each_reward_printed_beside_its_score(make_job, view
     facts = body[body.index('class="mon-facts"'):]
     assert facts.index("reward <strong>") < facts.index("exact printed") < facts.index("compared &lt;2&gt; with 2")
     assert "shape printed" not in body  # a component that printed nothing shows nothing
+
+
+def test_token_spans_are_escaped_and_carry_each_tokens_value():
+    from webapp.monitoring.sample_text import tokens_html
+
+    html = tokens_html([{"text": "<b>&", "value": 0.123456, "colour": "rgba(1,2,3,0.5)"},
+                        {"text": "x", "value": None, "colour": "transparent"}], "kl")
+    assert '<span class="mon-tok" style="background:rgba(1,2,3,0.5)" title="0.1235" data-value="0.123456" ' \
+           'data-logratio="0.123456">&lt;b&gt;&amp;</span>' in html
+    assert 'title="" data-value="" data-logratio="">x</span>' in html
+    assert "data-logratio" not in tokens_html([{"text": "y", "value": 1.0, "colour": "red"}], "entropy")
