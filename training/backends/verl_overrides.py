@@ -139,6 +139,14 @@ def plan_batches(
     return BatchPlan(train, mini, micro, micro)
 
 
+def plan_epochs(epochs: int, max_steps: int | None) -> int:
+    """VERL's trainer.total_epochs: VERL stops at the end of its last epoch even before
+    trainer.total_training_steps, so a job with max_steps gets at least max_steps epochs (each epoch
+    is at least one step; VERL stops at max_steps, and prompts it leaves out for length cannot make it
+    run short). Without max_steps the form's epochs count."""
+    return max(int(epochs), int(max_steps or 0))
+
+
 def gpu_plan(spec: dict[str, Any]) -> GpuPlan:
     """Split the node's GPUs between the student and, for on-policy distillation, the teacher."""
     verl = spec.get("verl") or {}
@@ -332,6 +340,7 @@ def override_pairs(
         ("data.train_files", str(paths.train_parquet)),
         ("data.val_files", str(paths.val_parquet)),
         ("data.train_batch_size", batches.train_batch_size),
+        ("trainer.total_epochs", plan_epochs(hparams.value_of(spec, "epochs"), hparams.value_of(spec, "max_steps"))),
         ("data.filter_overlong_prompts", True),
         ("data.truncation", "error"),
         ("actor_rollout_ref.model.path", model),

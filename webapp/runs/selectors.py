@@ -65,9 +65,39 @@ def log_tail(job: Job, attempt_number: int | None = None, lines: int = 200) -> d
     if attempt is not None and job.run_dir:
         text = tail_lines(RunDir(job.run_dir).attempt(attempt.number).log, lines)
     return {"job": job.pk, "state": job.state, "attempt": attempt.number if attempt else None,
+            "attempt_state": attempt.state if attempt else None,
             "lines": text, "last_step": job.last_step, "total_steps": (job.config or {}).get("total_steps"),
             "heartbeat_at": job.heartbeat_at.isoformat() if job.heartbeat_at else None,
-            "active": job.is_active, "error": job.error}
+            "active": job.is_active, "error": job.error, **start_up(job, attempt)}
+
+
+def start_up(job: Job, attempt) -> dict[str, Any]:
+    """Where a live job is before its attempt's first step: {"phase": words, "since": when it began} (phase
+    None once the attempt logs steps, or when the job is not live)."""
+    from training.trainer_log import startup_phase
+
+    phase, since = None, None
+    if job.state == JobState.QUEUED:
+        phase, since = f"Waiting for a worker on the {job.queue} queue", job.updated_at
+    elif job.state == JobState.STARTING:
+        phase, since = "Preparing the run (data, reward, launch plan)", job.updated_at
+    elif job.state == JobState.RUNNING and attempt is not None and not MetricPoint.objects.filter(
+            job=job, attempt=attempt.number).exists():
+        log = RunDir(job.run_dir).attempt(attempt.number).log
+        phase = startup_phase(_log_head(log)) or "Starting the trainer"
+        since = attempt.started_at
+    return {"phase": phase, "phase_since": since.isoformat() if phase and since else None}
+
+
+def _log_head(path, max_bytes: int = 4 * 1024 * 1024) -> list[str]:
+    """The start of a log (where VERL says what it is doing before its first step)."""
+    from training.trainer_log import strip_ansi
+
+    try:
+        with open(path, "rb") as fh:
+            return strip_ansi(fh.read(max_bytes).decode("utf-8", errors="replace")).splitlines()
+    except OSError:
+        return []
 
 
 def ready_versions(*, project) -> QuerySet[DatasetVersion]:

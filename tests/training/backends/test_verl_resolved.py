@@ -69,3 +69,17 @@ def test_a_cpu_rehearsal_says_which_settings_it_replaces(make_run, base_spec):
     assert (engine.form, engine.resolved, engine.note) == ("vllm", "hf", "CPU rehearsal")
     assert by_key["actor_rollout_ref.actor.optim.lr"].note == ""
     assert all(r.ok for r in rows)
+
+
+@pytest.mark.parametrize("rows,batch,epochs,max_steps", [(36, 16, 1, 4), (80, 64, 3, 12), (80, 8, 1, 3)])
+def test_max_steps_gets_enough_epochs_for_verls_loop(make_run, base_spec, rows, batch, epochs, max_steps):
+    """VERL stops at the end of trainer.total_epochs even before total_training_steps (ray_trainer.fit):
+    the plan gives it the epochs that max_steps needs, as the local trainer goes round its data."""
+    spec, run_dir = make_run({"hp": {**base_spec["hp"], "batch_size": batch, "epochs": epochs,
+                                     "max_steps": max_steps}}, n_train=rows)
+    _, rows_shown = VerlBackend().preview(spec, run_dir)
+    by_key = {r.key: r for r in rows_shown}
+    per_epoch = rows // by_key["data.train_batch_size"].resolved  # VERL's train dataloader drops the last batch
+    assert by_key["trainer.total_epochs"].resolved * per_epoch >= max_steps
+    assert by_key["trainer.total_training_steps"].resolved == max_steps
+    assert by_key["trainer.total_epochs"].resolved >= epochs

@@ -112,6 +112,36 @@ def test_exit_zero_succeeds_nonzero_fails_with_log_tail(running_job, project, en
     assert other.state == JobState.FAILED and "ValueError: boom" in other.error and "exit code 1" in other.error
 
 
+VERL_START = ("dataset len: 36\nfilter dataset len: 36\ndataset len: 6\nfilter dataset len: 6\n"
+              "Size of train dataloader: 2, Size of val dataloader: 1\nTotal training steps: 2\n")
+
+
+def test_a_run_that_ends_before_its_planned_steps_says_why(running_job, engineer, as_user):
+    job = running_job
+    Job.objects.filter(pk=job.pk).update(config={**job.config, "total_steps": 4})
+    job.refresh_from_db()
+    (adir(job) / "log.txt").write_text(VERL_START + "step:1 ...\nstep:2 ...\n")
+    log_steps(job, [1, 2])
+    (adir(job) / "exit.json").write_text(json.dumps({"returncode": 0, "cancelled": False, "ended_at": time.time()}))
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED
+    assert job.error.startswith("Ended at step 2 of the 4 planned: the data gives 2 steps per epoch; "
+                                "VERL planned 2 steps in all.")
+    assert job.events.filter(kind="state", message__startswith="succeeded, ended at step 2 of the 4").exists()
+    page = as_user(engineer).get(f"/p/{job.project.slug}/jobs/{job.pk}/").content.decode()
+    assert 'id="job-ended-early"' in page and "Ended at step 2 of the 4 planned" in page
+
+
+def test_a_run_that_reaches_its_planned_steps_just_succeeds(running_job):
+    job = running_job
+    log_steps(job, range(1, 11))
+    (adir(job) / "exit.json").write_text(json.dumps({"returncode": 0, "cancelled": False, "ended_at": time.time()}))
+    sync_job(job)
+    job.refresh_from_db()
+    assert job.state == JobState.SUCCEEDED and job.error == "" and job.last_step == 10
+
+
 def test_cancel_ends_as_cancelled_when_the_supervisor_exits(running_job, engineer):
     from webapp.runs.services import job_cancel
 

@@ -20,7 +20,7 @@ from webapp.runs.models import Checkpoint, Job, JobState, MetricPoint  # noqa: E
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 LAUNCH_TIMEOUT_S = 900  # a guard against a hang: Ray and VERL start slowly on a busy machine
-HP = {"batch_size": 4, "group_size": 2, "max_steps": 2, "save_freq": 2, "test_freq": 0, "lr": 1e-3,
+HP = {"batch_size": 16, "group_size": 2, "max_steps": 2, "save_freq": 2, "test_freq": 0, "lr": 1e-3,
       "kl_coef": 0.02}
 
 
@@ -160,6 +160,8 @@ def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(proj
 
     ckpt = Checkpoint.objects.get(job=job, step=2)
     export = export_request(checkpoint=ckpt, user=engineer)  # the worker runs it before the child's launch
+    # 36 prompts at batch 16 make 2 steps an epoch, and demo-cpu plans 1 epoch: the child's steps 3 and 4 need a
+    # second epoch, which VERL gets from the plan (max_steps means the same as on the local backend)
     child = job_create_child(parent=job, checkpoint=ckpt, user=engineer, hp_overrides={"max_steps": 4})
     _check_export(export, tmp_path, Path(job.base_model.path), celery_worker_proc)
     child = _run_until(child, lambda j: j.state == JobState.SUCCEEDED, "the rollback child", celery_worker_proc)
@@ -171,6 +173,7 @@ def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(proj
     assert all(v > 0 for v in _metrics(child, "actor/grad_norm").values())
     assert all(v < 1e-2 for v in _metrics(child, "training/rollout_probs_diff_max").values())
     assert list(child.checkpoints.values_list("step", flat=True)) == [4]
+    assert child.last_step == 4 and child.error == ""
     assert not (run_dir / "checkpoints" / "global_step_4").exists()  # the parent is left as it was
     assert not _ray_processes(child_dir)
 

@@ -22,6 +22,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from training.rundir import AttemptDir, RunDir, read_json
+from training.trainer_log import strip_ansi
 from webapp.core.services import ApplicationError
 from webapp.runs.models import (
     ACTIVE_STATES,
@@ -45,7 +46,7 @@ def attempt_dir(job: Job, number: int) -> AttemptDir:
 
 
 def tail_lines(path: Path, n: int = 200, max_bytes: int = 256 * 1024) -> list[str]:
-    """The last `n` lines of a (possibly huge) log file."""
+    """The last `n` lines of a (possibly huge) log file, as text (terminal colour codes taken out)."""
     try:
         with path.open("rb") as fh:
             fh.seek(0, 2)
@@ -54,7 +55,7 @@ def tail_lines(path: Path, n: int = 200, max_bytes: int = 256 * 1024) -> list[st
             data = fh.read()
     except FileNotFoundError:
         return []
-    lines = data.decode("utf-8", errors="replace").splitlines()
+    lines = strip_ansi(data.decode("utf-8", errors="replace")).splitlines()
     if size > max_bytes and lines:
         lines = lines[1:]  # first line is probably cut
     return lines[-n:]
@@ -251,6 +252,21 @@ def _error_text(job: Job, attempt: JobAttempt) -> str:
     return head + ("\n" + "\n".join(lines) if lines else "")
 
 
+def _short_end(job: Job, attempt: JobAttempt) -> str:
+    """Why a clean exit came before the planned steps ("" when it did not)."""
+    from training.run_end import short_end_reason
+
+    planned = (job.config or {}).get("total_steps")
+    if not planned or (job.last_step or 0) >= planned:
+        return ""
+    try:
+        with open(attempt_dir(job, attempt.number).log, encoding="utf-8", errors="replace") as fh:
+            text = fh.read(4 * 1024 * 1024)  # VERL prints its plan as it starts
+    except OSError:
+        text = ""
+    return short_end_reason(text, int(planned), int(job.last_step or 0))
+
+
 def _set_state(job: Job, state: str, message: str, **fields: Any) -> bool:
     """Conditional transition from the state we read (a concurrent cancel/resume wins)."""
     now = timezone.now()
@@ -275,7 +291,9 @@ def _update_job_state(job: Job) -> None:
     if job.state not in LIVE or latest is None or latest.supervisor_pid is None:
         return  # queued (maybe a resume waiting for its launch) or already final
     if latest.state == JobState.SUCCEEDED:
-        _set_state(job, JobState.SUCCEEDED, "succeeded")
+        short = _short_end(job, latest)
+        _set_state(job, JobState.SUCCEEDED, f"succeeded, {short[0].lower()}{short[1:]}" if short else "succeeded",
+                   **({"error": short} if short else {}))
     elif latest.state == JobState.CANCELLED:
         _set_state(job, JobState.CANCELLED, "cancelled")
     elif latest.state == JobState.FAILED:

@@ -7,6 +7,7 @@
   const stateEl = document.getElementById('job-state');
   const stepEl = document.getElementById('job-step');
   const bar = document.getElementById('job-progress');
+  const phaseEl = document.getElementById('job-phase');
   const initialState = stateEl.textContent.trim();
   let active = box.dataset.active === '1';
   let monitorAt = 0;  // when the monitor's live poll last gave the step (its charts' poll wins)
@@ -23,6 +24,20 @@
     showStep(e.detail.step, Number(box.dataset.totalSteps) || 0);
   });
 
+  // Before the first step: what the run is doing (Ray, the model, a first validation) and for how long.
+  function showPhase(data) {
+    if (!phaseEl) return;
+    phaseEl.hidden = !data.phase;
+    if (!data.phase) return;
+    let text = 'Starting up: ' + data.phase;
+    const since = data.phase_since ? Date.parse(data.phase_since) : NaN;
+    if (!Number.isNaN(since)) {
+      const s = Math.max(0, Math.round((Date.now() - since) / 1000));
+      text += ' · ' + (s >= 60 ? Math.floor(s / 60) + ' min ' + (s % 60) + ' s' : s + ' s');
+    }
+    phaseEl.textContent = text;
+  }
+
   async function tick() {
     let data;
     try { data = await wb.get(url); } catch (err) { return; }
@@ -31,6 +46,12 @@
     if (atBottom) log.scrollTop = log.scrollHeight;
     stateEl.textContent = data.state;
     stateEl.className = 'state state-' + data.state;
+    showPhase(data);
+    const attemptState = data.attempt && document.getElementById('attempt-state-' + data.attempt);
+    if (attemptState && data.attempt_state) {
+      attemptState.textContent = data.attempt_state;
+      attemptState.className = 'state state-' + data.attempt_state;
+    }
     if (Date.now() - monitorAt > 6000) showStep(data.last_step, data.total_steps);
     if (data.state !== initialState && !data.active) {
       // The job ended: reload once so the buttons (resume, clone) and the events match its new state.
