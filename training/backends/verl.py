@@ -297,8 +297,11 @@ class VerlBackend:
         own_latest = latest_checkpointed_step(RunDir(run_dir).checkpoints)
         ov, pairs = self._plan(spec, run_dir, attempt, n_rows, own_latest, ray_env)
         head = [f"# run dir: {run_dir}", f"# attempt: {attempt}", f"python -m {ENTRY}"]
-        return "\n".join(head + ov) + "\n", verl_resolved.check(spec, ov, pairs,
-                                                                self._reward_module(run_dir, attempt))
+        text = "\n".join(head + ov) + "\n"
+        try:
+            return text, verl_resolved.check(spec, ov, pairs, self._reward_module(run_dir, attempt))
+        except verl_resolved.VerlMissing:  # a web host without VERL: the worker checks before it launches
+            return text + "# VERL is not installed here: the worker checks what VERL resolves before launch\n", []
 
 
 def stop_argv(spec: dict[str, Any], run_dir: Path, attempt: int) -> list[str] | None:

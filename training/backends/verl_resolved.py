@@ -34,6 +34,10 @@ TRAINER_VERSION = "trainer.use_v1"
 _ABSENT = object()
 
 
+class VerlMissing(BackendError):
+    """VERL is not installed in this process's environment (a web host may not have it; a worker must)."""
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of "setting -> VERL key -> resolved value"."""
@@ -83,7 +87,7 @@ def config_dir() -> str:
     """The installed VERL's Hydra config folder (found without importing VERL)."""
     spec = importlib.util.find_spec("verl")
     if spec is None or not spec.origin:
-        raise BackendError("VERL is not installed on this worker (python -m pip install verl)")
+        raise VerlMissing("VERL is not installed on this worker (python -m pip install verl)")
     return os.path.join(os.path.dirname(spec.origin), "trainer", "config")
 
 

@@ -83,3 +83,14 @@ def test_max_steps_gets_enough_epochs_for_verls_loop(make_run, base_spec, rows, 
     assert by_key["trainer.total_epochs"].resolved * per_epoch >= max_steps
     assert by_key["trainer.total_training_steps"].resolved == max_steps
     assert by_key["trainer.total_epochs"].resolved >= epochs
+
+
+def test_a_host_without_verl_previews_the_command_and_leaves_the_check_to_the_worker(make_run, monkeypatch):
+    spec, run_dir = make_run()
+    real = verl_resolved.importlib.util.find_spec
+    monkeypatch.setattr(verl_resolved.importlib.util, "find_spec", lambda name: None if name == "verl" else real(name))
+    text, rows = VerlBackend().preview(spec, run_dir)
+    assert rows == [] and "python -m verl.trainer.main_ppo" in text
+    assert "VERL is not installed here: the worker checks what VERL resolves before launch" in text
+    with pytest.raises(BackendError, match="VERL is not installed on this worker"):
+        VerlBackend().prepare(spec, run_dir, 1)
