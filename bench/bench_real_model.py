@@ -73,8 +73,10 @@ def metric_rows(path: Path) -> list[dict]:
     return [r for r in rows if "timing_s/step" in r.get("data", {})]
 
 
-def run_leg(name: str, argv: list[str], env: dict, cwd: str, metrics: Path, steps: int, log: Path) -> dict:
-    """Start a leg, follow its metrics file, return its step rows, time to the first step and peak RSS."""
+def run_leg(name: str, argv: list[str], env: dict, cwd: str, metrics: Path, steps: int, log: Path,
+            timeout_s: float) -> dict:
+    """Start a leg, follow its metrics file, return its step rows, time to the first step and peak RSS. A leg
+    still running after `timeout_s` (a Ray node that never came up, say) is stopped and counts as failed."""
     t0 = time.time()
     first = None
     with open(log, "wb") as out:
@@ -84,6 +86,10 @@ def run_leg(name: str, argv: list[str], env: dict, cwd: str, metrics: Path, step
             while proc.poll() is None:
                 if first is None and metric_rows(metrics):
                     first = time.time() - t0
+                if time.time() - t0 > timeout_s:
+                    proc.terminate()  # the supervisor stops the leg's whole process group
+                    proc.wait()
+                    raise SystemExit(f"the {name} leg ran past --leg-timeout {timeout_s:.0f} s; log: {log}")
                 time.sleep(0.5)
     rows = metric_rows(metrics)
     if first is None and rows:
@@ -114,14 +120,15 @@ def app_leg(leg: str, model: Path, work: Path, args) -> dict:
     write_json(adir / "launch.json", plan.to_json())
     argv = [sys.executable, "-m", "training.supervisor", "--attempt-dir", str(adir)]
     return run_leg(leg, argv, {"PYTHONPATH": str(ROOT)}, str(ROOT), adir / "metrics.jsonl",
-                   args.warmup + args.steps, work / f"{leg}.log")
+                   args.warmup + args.steps, work / f"{leg}.log", args.leg_timeout)
 
 
 def trl_leg(model: Path, work: Path, args) -> dict:
     metrics = work / "trl-metrics.jsonl"
     argv = [sys.executable, str(Path(__file__).resolve()), "--trl-child", str(metrics), "--models", args.models,
             *[f"--{k}={getattr(args, k)}" for k in ("steps", "warmup", "prompts", "group", "response", "lr", "kl")]]
-    return run_leg("trl", argv, {}, str(work), metrics, args.warmup + args.steps, work / "trl.log")
+    return run_leg("trl", argv, {}, str(work), metrics, args.warmup + args.steps, work / "trl.log",
+                   args.leg_timeout)
 
 
 def trl_child(args) -> None:
@@ -249,6 +256,7 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-6)
     ap.add_argument("--kl", type=float, default=0.02)
     ap.add_argument("--legs", default="local,trl,verl")
+    ap.add_argument("--leg-timeout", type=float, default=3600, help="seconds before a leg is stopped as failed")
     ap.add_argument("--no-probe", action="store_true", help="skip the KV-cache probe")
     ap.add_argument("--keep", help="keep the legs' run folders and logs here")
     ap.add_argument("--trl-child", help=argparse.SUPPRESS)
