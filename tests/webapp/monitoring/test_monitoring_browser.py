@@ -55,6 +55,13 @@ def test_job_monitor_live_zoom_samples_and_rollback(page, live_server, launched_
     page.wait_for_function("document.getElementById('chart-kl').data[0].x[0] >= 15000")
     zoomed = page.evaluate("document.getElementById('chart-kl').data[0].x")
     assert zoomed == list(range(15_000, 15_401))  # every step of the visible range
+    # a resize (a full-page screenshot makes one) redraws the zoomed chart with its points, not the coarse ones
+    page.evaluate("document.getElementById('chart-kl').on('plotly_relayout', (ev) => {"
+                  " if (ev.autosize) window.__resized = true; })")
+    page.set_viewport_size({"width": 1100, "height": 900})
+    page.wait_for_function("window.__resized === true")
+    assert page.evaluate("document.getElementById('chart-kl').data[0].x") == zoomed
+    page.set_viewport_size({"width": 1400, "height": 900})
 
     # live: new points appear without a reload
     _add(job, "critic/score/mean", [0.9, 0.95], start=20_001)

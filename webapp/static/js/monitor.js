@@ -250,7 +250,7 @@
 
   // -- zoom: fetch the visible range at full resolution -----------------------------------------
   async function onRelayout(chart, ev) {
-    if (ev['xaxis.autorange'] || ev.autosize) {
+    if (ev['xaxis.autorange']) {  // reset axes; a resize ({autosize}) keeps the zoomed range and its points
       if (zoom[chart.id]) { delete zoom[chart.id]; render(chart); }
       return;
     }
