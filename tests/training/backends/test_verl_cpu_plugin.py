@@ -76,7 +76,7 @@ def test_rays_start_up_waits_for_a_slow_raylet_and_still_gives_up_on_a_dead_one(
 
     import training.verl_cpu.plugin  # noqa: F401
     from training.verl_cpu import cpu_env
-    from training.verl_cpu.ray_startup import STARTUP_WAIT_S, patient
+    from training.verl_cpu.ray_startup import STARTUP_WAIT_S, patient, raylet_running
 
     assert getattr(services.get_node, "_patient", False)  # what ray/_private/node.py calls in its start-up loop
     now, answers = [0.0], ["not yet", "not yet", "not yet", {"NodeID": "n"}]
@@ -90,11 +90,17 @@ def test_rays_start_up_waits_for_a_slow_raylet_and_still_gives_up_on_a_dead_one(
     def sleep(s):
         now[0] += 40  # each wait longer than Ray's whole 30 s
 
-    assert patient(get_node, clock=lambda: now[0], sleep=sleep)("gcs", "n") == {"NodeID": "n"}
+    running = {"n": True}
+    assert patient(get_node, clock=lambda: now[0], sleep=sleep, alive=running.get)("gcs", "n") == {"NodeID": "n"}
     answers[:] = ["not yet"] * 100
     now[0] = 0.0
     with pytest.raises(RuntimeError):  # a raylet that never registers still fails the start
-        patient(get_node, wait_s=200, clock=lambda: now[0], sleep=sleep)("gcs", "n")
+        patient(get_node, wait_s=200, clock=lambda: now[0], sleep=sleep, alive=running.get)("gcs", "n")
     assert now[0] >= 200
+    now[0], running["n"] = 0.0, False
+    with pytest.raises(RuntimeError):  # one that has exited fails it at once
+        patient(get_node, clock=lambda: now[0], sleep=sleep, alive=running.get)("gcs", "n")
+    assert now[0] == 0.0
+    assert not raylet_running("0" * 56)  # no raylet of that node here
     env = cpu_env()
     assert env["RAY_gcs_server_port_wait_time_s"] == env["RAY_worker_register_timeout_seconds"] == str(STARTUP_WAIT_S)
