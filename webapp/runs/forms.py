@@ -12,6 +12,7 @@ from webapp.core.text import count
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import Backend, JobKind
+from webapp.runs.services.spec import JobPlan, plan_job
 
 INPUT_FIELDS = ("name", "kind", "backend", "preset", "dataset_version", "include_unreviewed", "base_model",
                 "teacher_model")
@@ -281,6 +282,24 @@ class JobForm(forms.Form):
         if self.data.get(self.add_prefix("human_eval_form")) and not any(f in self.errors for f in HUMAN_EVAL_FIELDS):
             out["human_eval"] = self.human_eval() if kind in ("grpo", "distill") else {}
         return out
+
+    def plan(self, reward_form) -> JobPlan | None:
+        """Parse this form and the reward table and plan the launch once; every error lands next to its field,
+        all in one round: a missing dataset or model does not hide the settings' and the reward's errors (the
+        plan reports the missing input itself). None: the kind, backend or preset is unparseable, so nothing can
+        be planned."""
+        self.is_valid()
+        reward_form.is_valid()
+        if any(name in self.errors for name in ("kind", "backend", "preset")):
+            return None
+        data = self.cleaned_data
+        plan = plan_job(project=self.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
+                        hp_overrides=data["overrides"], dataset_version=data.get("dataset_version"),
+                        reward_spec=reward_form.cleaned_data.get("reward_spec"), base_model=data.get("base_model"),
+                        teacher_model=data.get("teacher_model"),
+                        include_unreviewed=data.get("include_unreviewed", False))
+        self.apply_errors(plan.errors, reward_form)
+        return plan
 
     def apply_errors(self, errors: dict[str, str], reward_form=None) -> None:
         """Put each plan error next to its field (settings by key, inputs by name)."""

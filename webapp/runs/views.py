@@ -37,7 +37,7 @@ from webapp.runs.models import Job, JobState
 from webapp.runs.services import checkpoint_models, launch, prelaunch
 from webapp.runs.services.lengths import figure as lengths_figure
 from webapp.runs.services.model_fit import model_fit
-from webapp.runs.services.spec import JobPlan, dry_run_text, plan_job, plan_preview, run_dir_for, spec_yaml
+from webapp.runs.services.spec import dry_run_text, plan_preview, run_dir_for, spec_yaml
 
 
 def _job_or_404(access, pk: int) -> Job:
@@ -65,23 +65,6 @@ def _forms(request, project, initial=None, reward_initial=None, data=None):
     form = JobForm(data, project=project, initial=initial)
     reward_form = RewardSpecForm(data, project=project, prefix="reward", initial_spec=reward_initial)
     return form, reward_form
-
-
-def _plan(form: JobForm, reward_form: RewardSpecForm) -> JobPlan | None:
-    """Parse both forms and plan the launch once; every error lands next to its field, all in one round: a
-    missing dataset or model does not hide the settings' and the reward's errors (the plan reports the
-    missing input itself). None: the kind, backend or preset is unparseable, so nothing can be planned."""
-    form.is_valid()
-    reward_form.is_valid()
-    if any(name in form.errors for name in ("kind", "backend", "preset")):
-        return None
-    data = form.cleaned_data
-    plan = plan_job(project=form.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
-                    hp_overrides=data["overrides"], dataset_version=data.get("dataset_version"),
-                    reward_spec=reward_form.cleaned_data.get("reward_spec"), base_model=data.get("base_model"),
-                    teacher_model=data.get("teacher_model"), include_unreviewed=data.get("include_unreviewed", False))
-    form.apply_errors(plan.errors, reward_form)
-    return plan
 
 
 def _render_form(request, access, form, reward_form, clone_of=None, status=200):
@@ -129,7 +112,7 @@ def job_new(request, slug):
     if done is not None:  # Back after Launch, a double click: this review was launched already
         return _already_launched(request, access, done)
     form, reward_form = _forms(request, project, data=request.POST)
-    plan = _plan(form, reward_form)
+    plan = form.plan(reward_form)
     if plan is None or plan.errors or form.errors or action == "edit":
         return _render_form(request, access, form, reward_form, status=200 if action == "edit" else 400)
     if action == "launch":
@@ -183,7 +166,7 @@ def job_preview(request, slug):
     """Live preview for the form: resolved YAML, exact command, and errors keyed by form field."""
     access = project_access(request.user, slug, Role.ENGINEER)
     form, reward_form = _forms(request, access.project, data=request.POST)
-    plan = _plan(form, reward_form)
+    plan = form.plan(reward_form)
     errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
     errors.update({f"reward-{name}": [str(e) for e in errs] for name, errs in reward_form.errors.items()})
     body = {"ok": plan is not None and not plan.errors and not errors, "errors": errors,
