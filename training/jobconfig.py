@@ -242,7 +242,7 @@ def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings:
         _err(errors, "lora.targets", "Name the LoRA target modules (or all-linear).")
     _check_batches(kind, backend, hp, verl, errors, ok)
     if backend == "verl":
-        _check_verl(kind, hp, verl, errors, ok)
+        _check_verl(kind, hp, verl, errors, warnings, ok)
 
 
 def _check_rules(config: dict, errors: dict) -> None:
@@ -313,12 +313,12 @@ def _check_batches(kind: str, backend: str, hp: dict, verl: dict, errors: dict, 
              f"{f' / {gpus} GPUs' if gpus > 1 else ''}), which is not divisible by the micro batch {micro}.")
 
 
-def _check_verl(kind: str, hp: dict, verl: dict, errors: dict, ok) -> None:
+def _check_verl(kind: str, hp: dict, verl: dict, errors: dict, warnings: dict, ok) -> None:
     if kind == "reward_model":
         _err(errors, "backend", "Reward-model training runs on the local backend; VERL trains policies.")
     if kind == "distill" and ok("distill_mode") and hp["distill_mode"] != "on_policy":
         _err(errors, "distill_mode", "VERL only does on-policy distillation: choose on_policy, or the local backend.")
-    _check_engines(hp, verl, errors, ok)
+    _check_engines(hp, verl, errors, warnings, ok)
     if ok("verl.tensor_model_parallel_size", "verl.n_gpus_per_node") and verl["tensor_model_parallel_size"] >= 1 \
             and verl["n_gpus_per_node"] % verl["tensor_model_parallel_size"]:
         _err(errors, "verl.tensor_model_parallel_size",
@@ -337,7 +337,7 @@ def _check_verl(kind: str, hp: dict, verl: dict, errors: dict, ok) -> None:
                                      "low_var_kl, k2, mse or abs.")
 
 
-def _check_engines(hp: dict, verl: dict, errors: dict, ok) -> None:
+def _check_engines(hp: dict, verl: dict, errors: dict, warnings: dict, ok) -> None:
     """Strategy × rollout engine × device: what VERL can run where."""
     if not ok("device", "verl.strategy", "verl.rollout_engine"):
         return
@@ -353,7 +353,8 @@ def _check_engines(hp: dict, verl: dict, errors: dict, ok) -> None:
             _err(errors, "lora.rank", "LoRA needs a GPU on VERL: the CPU rollout syncs full weights only. "
                                       "Set the rank to 0 to rehearse on CPU.")
         if ok("verl.nnodes") and verl["nnodes"] != 1:
-            _err(errors, "verl.nnodes", "A VERL job on CPU runs on one machine: set Nodes to 1.")
+            warnings["verl.nnodes"] = (f"{verl['nnodes']} nodes on CPU: the job goes to the Ray cluster named by the "
+                                       "worker's RAY_ADDRESS, one data-parallel worker per node (gloo).")
         if strategy == "megatron":
             _err(errors, "verl.strategy", "Megatron needs GPUs: on device cpu choose FSDP2, or set device to cuda.")
         elif strategy != "fsdp2":

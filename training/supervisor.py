@@ -4,7 +4,9 @@
 starts the command in its own process group with output to DIR/log.txt, rewrites DIR/heartbeat
 every 2 s, stops the whole group when DIR/CANCEL or DIR/LOST appears or the supervisor gets
 SIGTERM, and writes DIR/exit.json last. The child gets PR_SET_PDEATHSIG=SIGKILL, so it dies with a
-SIGKILLed supervisor; the web app then sees a stale heartbeat ("lost").
+SIGKILLed supervisor; the web app then sees a stale heartbeat ("lost"). For a job submitted to a
+Ray cluster (launch.json "ray_job") the supervisor asks Ray how the job ended: one that Ray
+reports dead for another reason than the trainer's exit code is written as lost in exit.json.
 
 Every process of an attempt carries ATTEMPT_ENV=DIR in its environment, so `kill_attempt` finds
 them all on this host (the supervisor, the trainer's group and whatever escaped it) after the web
@@ -164,11 +166,32 @@ def _supervise(adir: AttemptDir, log) -> int:
     if _group_alive(pgid):  # stragglers the training process left behind
         _stop_group(pgid, proc, 2.0)
     release_scratch(_scratch_dirs(launch))
+    extra = _ray_job_end(launch, stop["by"] is not None, log) if launch.get("ray_job") else {}
     write_json(adir.heartbeat, {"time": time.time(), "pid": proc.pid})
     write_json(adir.exit, {"returncode": rc, "cancelled": stop["by"] in ("cancel", "sigterm"),
                                             "stopped_by": stop["by"], "ended_at": time.time(),
-                                            "started_at": started})
+                                            "started_at": started, **extra})
     return rc
+
+
+def _ray_job_end(launch: dict, stopped_by_us: bool, log) -> dict:
+    """Ray's word on a submitted job once `ray job submit` returned: {"ray_status", "lost"?}.
+
+    The job is lost (and resumes from its last checkpoint) when Ray reports it dead for another
+    reason than the trainer's exit code; a job still running there is stopped first.
+    """
+    from training.ray_cluster import job_info, lost_reason
+
+    job = launch["ray_job"]
+    info = job_info(job["address"], job["submission_id"])
+    reason = lost_reason(info, stopped_by_us)
+    if info is not None and info["status"] not in ("SUCCEEDED", "FAILED", "STOPPED") and launch.get("cancel_argv"):
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run(launch["cancel_argv"], env={**os.environ, **(launch.get("env") or {})},
+                           stdout=log, stderr=log, timeout=120)
+    if reason:
+        log.write(f"supervisor: attempt lost: {reason}\n".encode())
+    return {"ray_status": info, **({"lost": reason} if reason else {})}
 
 
 def spawn_supervisor(attempt_dir: str | Path, python: str | None = None) -> int:
@@ -290,8 +313,13 @@ def kill_attempt(attempt_dir: str | Path, wait_s: float = 10.0) -> bool:
         time.sleep(0.1)
     if left:
         return False
-    with contextlib.suppress(OSError, ValueError, AttributeError):  # no usable launch.json: nothing to release
-        release_scratch(_scratch_dirs(json.loads(adir.launch.read_text())))
+    # no usable launch.json: nothing to release; a cluster that does not answer: its job is lost anyway
+    with contextlib.suppress(OSError, ValueError, AttributeError, subprocess.SubprocessError):
+        launch = json.loads(adir.launch.read_text())
+        release_scratch(_scratch_dirs(launch))
+        if launch.get("cancel_argv"):  # a job on a Ray cluster outlives the processes on this host
+            subprocess.run(launch["cancel_argv"], env={**os.environ, **(launch.get("env") or {})},
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
     write_json(adir.killed, {"time": time.time(), "host": socket.gethostname(), "pids": sorted(killed)})
     return True
 

@@ -49,6 +49,8 @@ class LaunchPlan:
     cancel_argv: list[str] | None = None
     notes: list[str] = field(default_factory=list)
     scratch_dirs: list[str] = field(default_factory=list)
+    # {"address", "submission_id"} of a job submitted to an existing Ray cluster (training.ray_cluster)
+    ray_job: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the `launch.json` form (the keys of docs/run-directory.md plus the extras)."""
@@ -56,8 +58,9 @@ class LaunchPlan:
         for key in ("notes", "scratch_dirs"):
             if not data[key]:
                 data.pop(key)
-        if data["cancel_argv"] is None:
-            data.pop("cancel_argv")
+        for key in ("cancel_argv", "ray_job"):
+            if data[key] is None:
+                data.pop(key)
         return data
 
 

@@ -5,9 +5,10 @@
   verl/reward.json, verl/reward_fn.py    the reward wrapper config and VERL's entry point
   attempts/<K>/overrides.txt             the override list, for humans
   attempts/<K>/resolved.txt              each setting at the key VERL resolved it to (checked before launch)
-and returns the LaunchPlan. Single node: the supervisor runs main_ppo as its child. Multi-node:
-the plan is a blocking `ray job submit` to RAY_ADDRESS, and `cancel_argv` is `ray job stop`.
-The run directory must then be on storage every node sees (the driver runs on the cluster).
+and returns the LaunchPlan. Without a Ray cluster (one node): the supervisor runs main_ppo as its
+child. With one (RAY_ADDRESS, or verl.ray_address; required for several nodes): the plan is a
+blocking `ray job submit`, whose output is the driver's log, and `cancel_argv` is `ray job stop`.
+The run directory must then be on storage every node sees (training.ray_cluster checks it).
 """
 from __future__ import annotations
 
@@ -162,11 +163,11 @@ def _check_cpu_job(spec: dict[str, Any]) -> None:
     if any(c.get("type") == "model" for c in (spec.get("reward") or {}).get("components") or []):
         raise BackendError("a reward model is served by vLLM/SGLang in VERL, which need a GPU: "
                            "use reward functions for the CPU rehearsal")
-    if int((spec.get("verl") or {}).get("nnodes", 1)) != 1:
-        raise BackendError("a VERL job on CPU runs on one machine: set verl.nnodes to 1")
 
 
-def _ray_address(spec: dict[str, Any]) -> str | None:
+def ray_address(spec: dict[str, Any]) -> str | None:
+    """The existing Ray cluster the job is submitted to: the job's `verl.ray_address` (an operator's
+    per-project setting) or the worker's RAY_ADDRESS; None runs it on this worker."""
     return (spec.get("verl") or {}).get("ray_address") or os.environ.get("RAY_ADDRESS") or None
 
 
@@ -205,7 +206,7 @@ class VerlBackend:
         model = (spec.get("model") or {}).get("path")
         template = None if has_chat_template(model) else PLAIN_CHAT_TEMPLATE
         pairs = override_pairs(spec, self._paths(run_dir, attempt), n_train_rows, resume, env_for_ray,
-                               chat_template=template)
+                               chat_template=template, on_cluster=bool(ray_address(spec)))
         return render_overrides(spec, pairs), pairs
 
     def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
@@ -227,11 +228,11 @@ class VerlBackend:
         if resume.path and not (Path(resume.path) / "actor").is_dir():
             raise BackendError(f"resume_from {resume.path} has no actor/ folder: not a usable VERL checkpoint")
         nnodes = int(verl_cfg.get("nnodes", 1))
-        address = _ray_address(spec)
+        address = ray_address(spec)
         if nnodes > 1 and not address:
             raise BackendError("multi-node VERL runs are submitted to a Ray cluster: set RAY_ADDRESS "
                                "(e.g. http://head:8265) on the GPU worker", permanent=False)
-        if verl_cfg.get("use_v1") and nnodes == 1 and importlib.util.find_spec("transfer_queue") is None:
+        if verl_cfg.get("use_v1") and not address and importlib.util.find_spec("transfer_queue") is None:
             raise BackendError("verl.use_v1 needs the TransferQueue package on the worker (VERL 0.9.1 asks for "
                                "TransferQueue>=0.1.10: pip install 'verl[verl-core]'), or set verl.use_v1=false")
 
@@ -252,24 +253,29 @@ class VerlBackend:
         adir = RunDir(run_dir).attempt(check_attempt(attempt)).create()
         env = base_env(run_dir, attempt)
         env["HYDRA_FULL_ERROR"] = "1"  # full tracebacks in log.txt
-        if cpu:
-            env.update(cpu_env())
         ray_env = {"VERL_FILE_LOGGER_PATH": env["VERL_FILE_LOGGER_PATH"], "WANDB_MODE": "disabled"}
-        ov, pairs = self._plan(spec, run_dir, attempt, len(train_rows), own_latest, ray_env)
+        # A submitted job's env travels in its runtime env: Ray refuses a ray.init runtime env that repeats a key.
+        ov, pairs = self._plan(spec, run_dir, attempt, len(train_rows), own_latest, None if address else ray_env)
         adir.verl_overrides.write_text("\n".join(ov) + "\n")
         # What main_ppo will see, checked against the plan before anything starts.
         table = verl_resolved.check(spec, ov, pairs, self._reward_module(run_dir, attempt))
         adir.verl_resolved.write_text(verl_resolved.table_text(table))
-        if nnodes == 1:
+        if not address:
             scratch = [ray_temp_dir(run_dir, attempt)] if cpu else []
+            if cpu:
+                env.update(cpu_env(scratch[0]))
             return LaunchPlan(argv=[python_executable(), "-m", ENTRY, *ov], env=env, cwd=str(run_dir),
                               scratch_dirs=scratch)
+        # The driver and every worker of the job run on the cluster: what they need travels in the job's
+        # runtime env (a runtime env passed to ray.init inside a submitted job is ignored by Ray).
         sub_id = submission_id(run_dir, attempt, spec.get("job_id", "x"))
-        runtime_env = {"env_vars": {**ray_env, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}}
+        job_env = {**(cpu_env() if cpu else {}), **ray_env, "HYDRA_FULL_ERROR": "1",
+                   "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
         argv = [_ray_cli(), "job", "submit", "--address", address, "--submission-id", sub_id,
-                "--runtime-env-json", json.dumps(runtime_env), "--", "python3", "-m", ENTRY, *ov]
+                "--runtime-env-json", json.dumps({"env_vars": job_env}), "--", "python3", "-m", ENTRY, *ov]
         return LaunchPlan(argv=argv, env={**env, "RAY_ADDRESS": address}, cwd=str(run_dir),
                           cancel_argv=[_ray_cli(), "job", "stop", "--address", address, sub_id],
+                          ray_job={"address": address, "submission_id": sub_id},
                           notes=[f"ray job {sub_id}: the run dir must be on storage shared by every node"])
 
     def _write_reward(self, spec: dict[str, Any], run_dir: Path, cfg: dict[str, Any]) -> None:
@@ -293,7 +299,8 @@ class VerlBackend:
         except BackendError:
             n_rows = int((spec.get("hp") or {}).get("batch_size", 64))  # data not pinned yet
         env = base_env(run_dir, attempt, create=False)
-        ray_env = {"VERL_FILE_LOGGER_PATH": env["VERL_FILE_LOGGER_PATH"], "WANDB_MODE": "disabled"}
+        ray_env = None if ray_address(spec) else {"VERL_FILE_LOGGER_PATH": env["VERL_FILE_LOGGER_PATH"],
+                                                  "WANDB_MODE": "disabled"}
         own_latest = latest_checkpointed_step(RunDir(run_dir).checkpoints)
         ov, pairs = self._plan(spec, run_dir, attempt, n_rows, own_latest, ray_env)
         head = [f"# run dir: {run_dir}", f"# attempt: {attempt}", f"python -m {ENTRY}"]
@@ -306,9 +313,7 @@ class VerlBackend:
 
 def stop_argv(spec: dict[str, Any], run_dir: Path, attempt: int) -> list[str] | None:
     """The command that stops a Ray-submitted attempt (None for single-node runs)."""
-    if int((spec.get("verl") or {}).get("nnodes", 1)) == 1:
-        return None
-    address = _ray_address(spec)
+    address = ray_address(spec)
     if not address:
         return None
     return [_ray_cli(), "job", "stop", "--address", address,

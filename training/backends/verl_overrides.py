@@ -153,8 +153,8 @@ def gpu_plan(spec: dict[str, Any]) -> GpuPlan:
     per_node, nnodes = int(verl.get("n_gpus_per_node", 1)), int(verl.get("nnodes", 1))
     if per_node < 1 or nnodes < 1:
         raise BackendError("verl.n_gpus_per_node and verl.nnodes must be >= 1")
-    if is_cpu_job(spec):  # one faked "GPU" for the student, one more for a teacher (platform.py)
-        return GpuPlan(1, 1, 1 if is_on_policy_distill(spec) else 0)
+    if is_cpu_job(spec):  # one faked "GPU" per node for the student, one more for a teacher (platform.py)
+        return GpuPlan(1, nnodes, 1 if is_on_policy_distill(spec) else 0)
     if not is_on_policy_distill(spec):
         return GpuPlan(per_node, nnodes)
     # VERL gives the teacher a separate resource pool that must be > 0 (main_ppo_v0.py).
@@ -273,15 +273,17 @@ def setting_overrides(spec: dict[str, Any]) -> list[tuple[str, Any]]:
 
 def build_overrides(
     spec: dict[str, Any], paths: VerlPaths, n_train_rows: int, resume: Resume,
-    logger_env: dict[str, str] | None = None, chat_template: str | None = None,
+    logger_env: dict[str, str] | None = None, chat_template: str | None = None, on_cluster: bool = False,
 ) -> list[str]:
     """Return the exact `key=value` override list for `python -m verl.trainer.main_ppo`.
 
     A Megatron job's list starts with `--config-name=ppo_megatron_trainer` (VERL's Megatron config).
 
     `chat_template` is passed for a model whose tokenizer has none (VERL's rollout always applies one).
+    `on_cluster`: the job is submitted to an existing Ray cluster (a CPU job then starts no private one).
     """
-    return render_overrides(spec, override_pairs(spec, paths, n_train_rows, resume, logger_env, chat_template))
+    return render_overrides(spec, override_pairs(spec, paths, n_train_rows, resume, logger_env, chat_template,
+                                                 on_cluster))
 
 
 def config_name(spec: dict[str, Any]) -> str:
@@ -299,7 +301,7 @@ def render_overrides(spec: dict[str, Any], pairs: list[tuple[str, Any]]) -> list
 
 def override_pairs(
     spec: dict[str, Any], paths: VerlPaths, n_train_rows: int, resume: Resume,
-    logger_env: dict[str, str] | None = None, chat_template: str | None = None,
+    logger_env: dict[str, str] | None = None, chat_template: str | None = None, on_cluster: bool = False,
 ) -> list[tuple[str, Any]]:
     """The planned (Hydra path, value) pairs that `build_overrides` renders."""
     kind = spec.get("kind", "grpo")
@@ -380,5 +382,6 @@ def override_pairs(
         # The Tracking object lives in a Ray actor; an attached cluster does not inherit our env.
         ov.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}", value))
     if cpu:
-        ov = merge_overrides(ov, cpu_overrides(paths.ray_tmp, gpus.student_gpus + gpus.teacher_gpus_per_node))
+        private_ray = None if on_cluster else paths.ray_tmp
+        ov = merge_overrides(ov, cpu_overrides(private_ray, gpus.student_gpus + gpus.teacher_gpus_per_node))
     return ov

@@ -25,6 +25,8 @@ from training.verl_cpu.ray_startup import RAY_STARTUP_ENV
 PLUGIN_MODULE = "training.verl_cpu.plugin"
 ROLLOUT_NAME = "hf"
 RAY_TMP_PREFIX = "rlhf-ray-"
+# Set on a private cluster: the folder where the trainer's ranks meet (plugin.private_rendezvous).
+STORE_DIR_ENV = "WORKBENCH_C10D_STORE_DIR"
 # Ray puts unix sockets under its temp dir; their paths must stay below ~107 characters.
 _MAX_TMP_LEN = 40
 # Jinja template that renders the chat as the bare text of its messages: a tokenizer without a
@@ -47,13 +49,16 @@ def ray_temp_dir(run_dir: Path, attempt: int) -> str:
     return os.path.join(base, f"{RAY_TMP_PREFIX}{digest}-{int(attempt)}")
 
 
-def cpu_env() -> dict[str, str]:
-    """Environment for main_ppo on CPU (added to the backend's base env)."""
-    return {
+def cpu_env(ray_tmp: str | None = None) -> dict[str, str]:
+    """Environment for main_ppo on CPU (added to the backend's base env).
+
+    `ray_tmp`: the temp dir of the attempt's own Ray cluster; None for a job submitted to an existing
+    cluster, whose address and network stay as the cluster has them.
+    """
+    env = {
         "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE,
         "VERL_PLATFORM": "cpu",
         "VERL_ENGINE_DEVICE": "cuda",  # selects VERL's FSDP engine; it runs on gloo here
-        "RAY_ADDRESS": "",  # never join a cluster named by the worker's environment
         "RAY_USAGE_STATS_ENABLED": "0",
         "RAY_DEDUP_LOGS": "0",
         "OMP_NUM_THREADS": "1",
@@ -62,14 +67,23 @@ def cpu_env() -> dict[str, str]:
         "HF_DATASETS_OFFLINE": "1",
         **RAY_STARTUP_ENV,  # a busy host starts Ray's processes slowly
     }
+    if ray_tmp:
+        env.update({
+            "RAY_ADDRESS": "",  # never join a cluster named by the worker's environment
+            "GLOO_SOCKET_IFNAME": "lo",  # the trainer's collectives stay on loopback
+            STORE_DIR_ENV: os.path.join(ray_tmp, "c10d"),
+        })
+    return env
 
 
-def cpu_overrides(ray_tmp: str, fake_gpus: int = 1) -> list[tuple[str, Any]]:
+def cpu_overrides(ray_tmp: str | None, fake_gpus: int = 1) -> list[tuple[str, Any]]:
     """Overrides that replace or extend the GPU job's list (same keys win, new ones are appended).
 
+    `ray_tmp`: the temp dir of the attempt's private Ray cluster; None for a job submitted to an
+    existing cluster, whose nodes each offer the "GPU" (`ray start --num-gpus=1`) the pools count.
     `fake_gpus`: one for the student, plus one for an on-policy distillation teacher's own pool.
     """
-    return [
+    common: list[tuple[str, Any]] = [
         ("actor_rollout_ref.rollout.name", ROLLOUT_NAME),
         ("actor_rollout_ref.rollout.tensor_model_parallel_size", 1),
         ("actor_rollout_ref.rollout.agent.num_workers", 1),
@@ -92,8 +106,12 @@ def cpu_overrides(ray_tmp: str, fake_gpus: int = 1) -> list[tuple[str, Any]]:
         ("reward.num_workers", 1),
         ("trainer.device", "cpu"),
         ("trainer.n_gpus_per_node", 1),
-        ("trainer.nnodes", 1),
         ("trainer.use_v1", False),  # V1 needs TransferQueue and is ~3x slower per step on CPU
+    ]
+    if ray_tmp is None:
+        return common
+    return common + [
+        ("trainer.nnodes", 1),
         ("+ray_kwargs.ray_init.address", "local"),
         ("ray_kwargs.ray_init.num_cpus", 8),  # logical slots for VERL's actors, not cores
         ("+ray_kwargs.ray_init.num_gpus", fake_gpus),  # the platform's "GPU" resource (see platform.py)

@@ -7,7 +7,9 @@ TaskRunner, the workers and the rollout servers all get the same three kinds of 
 2. `rollout.name=hf` in VERL's two rollout registries (training.verl_cpu.rollout);
 3. four patches:
    - VERL asks torch for the process-group backend "cpu:gloo,cpu:gloo" (one entry for CPU tensors,
-     one for the device), which torch rejects as a duplicate; it becomes "cpu:gloo";
+     one for the device), which torch rejects as a duplicate; it becomes "cpu:gloo". On the
+     attempt's private cluster the ranks meet in a file store instead of torch's TCPStore, which
+     listens on every interface;
    - VERL picks the rollout's token builder from config.json's model_type alone, so a tiny Qwen2
      with a character tokenizer (no ChatML `<|im_end|>`, no newline token) gets Qwen's builder,
      which refuses it; such a tokenizer falls back to VERL's default builder. Qwen's rules only
@@ -37,7 +39,7 @@ from verl.utils.tokenizer import continuous_token_wiring as ct_wiring  # noqa: E
 from verl.workers.rollout import base as rollout_base  # noqa: E402
 from verl.workers.rollout.replica import RolloutReplicaRegistry  # noqa: E402
 
-from training.verl_cpu import ROLLOUT_NAME  # noqa: E402
+from training.verl_cpu import ROLLOUT_NAME, STORE_DIR_ENV  # noqa: E402
 from training.verl_cpu import platform as _platform  # noqa: E402,F401 - registers the platform
 from training.verl_cpu.ray_startup import patient_node_lookup  # noqa: E402
 
@@ -66,12 +68,30 @@ def dedupe_backend(backend: Any) -> Any:
 _original_init_process_group = dist.init_process_group
 
 
+def private_rendezvous(kwargs: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
+    """`kwargs` for init_process_group with a file store in STORE_DIR_ENV's folder instead of env://.
+
+    torch's TCPStore listens on every interface; on the private cluster (one machine) a file store
+    in the attempt's own folder joins the ranks without a socket. Other calls are left alone.
+    """
+    folder = env.get(STORE_DIR_ENV)
+    if not folder or kwargs.get("store") is not None or kwargs.get("init_method") not in (None, "env://"):
+        return kwargs
+    if not all(k in env for k in ("RANK", "WORLD_SIZE", "MASTER_PORT")):
+        return kwargs
+    os.makedirs(folder, exist_ok=True)
+    rank, world_size = kwargs.get("rank", -1), kwargs.get("world_size", -1)
+    return {**kwargs, "init_method": f"file://{folder}/c10d-{env['MASTER_PORT']}",
+            "rank": int(env["RANK"]) if rank == -1 else rank,
+            "world_size": int(env["WORLD_SIZE"]) if world_size == -1 else world_size}
+
+
 def _init_process_group(*args: Any, **kwargs: Any) -> Any:
     if args:
         args = (dedupe_backend(args[0]), *args[1:])
     elif "backend" in kwargs:
         kwargs["backend"] = dedupe_backend(kwargs["backend"])
-    return _original_init_process_group(*args, **kwargs)
+    return _original_init_process_group(*args, **private_rendezvous(kwargs, dict(os.environ)))
 
 
 if not getattr(dist.init_process_group, "_dedupes_backend", False):  # import once per process

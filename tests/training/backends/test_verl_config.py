@@ -128,7 +128,7 @@ def test_batch_plans_pass_verl_validation_for_other_gpu_counts(verl_compose, mak
     spec, run_dir = make_run({"hp": {**base_spec["hp"], "group_size": group, "batch_size": batch},
                               "verl": {**base_spec["verl"], "n_gpus_per_node": gpus, "nnodes": nnodes}})
     plan = VerlBackend().prepare(spec, run_dir, 1)
-    cfg = verl_compose(plan.argv[plan.argv.index("--") + 4:] if nnodes > 1 else _argv_overrides(plan))
+    cfg = verl_compose(plan.argv[plan.argv.index("--") + 4:])  # with RAY_ADDRESS set, every job is a ray job
     validate(cfg)
     dp = gpus * nnodes
     mini = cfg.actor_rollout_ref.actor.ppo_mini_batch_size * group

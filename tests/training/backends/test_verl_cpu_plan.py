@@ -35,6 +35,8 @@ def test_cpu_plan_composes_with_verls_config(verl_compose, make_run):
     assert ray_init._temp_dir == ray_temp_dir(run_dir, 1) == plan.scratch_dirs[0]
     assert plan.env["VERL_USE_EXTERNAL_MODULES"] == PLUGIN_MODULE and plan.env["VERL_PLATFORM"] == "cpu"
     assert plan.env["RAY_ADDRESS"] == ""  # a cluster named by the worker's environment is never joined
+    assert plan.env["GLOO_SOCKET_IFNAME"] == "lo"
+    assert plan.env["WORKBENCH_C10D_STORE_DIR"].startswith(ray_init._temp_dir)  # ranks meet without a socket
     assert json.loads(json.dumps(plan.to_json()))["scratch_dirs"] == plan.scratch_dirs
 
 
@@ -65,9 +67,10 @@ def test_a_tokenizer_without_chat_template_gets_the_plain_one(verl_compose, make
 @pytest.mark.parametrize("updates, words", [
     ({"hp": {"device": "cpu", "lora": {"rank": 8}}}, "LoRA is not available on the CPU rollout"),
     ({"hp": {"device": "cpu"}, "model": {"path": "Qwen/Qwen2.5-0.5B-Instruct"}}, "local model folder"),
-    ({"hp": {"device": "cpu"}, "verl": {"nnodes": 2}}, "one machine"),
+    ({"hp": {"device": "cpu"}, "verl": {"nnodes": 2}}, "RAY_ADDRESS"),
 ])
-def test_what_the_cpu_rollout_cannot_do_is_refused(make_run, updates, words):
+def test_what_the_cpu_rollout_cannot_do_is_refused(make_run, updates, words, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
     spec, run_dir = make_run(updates)
     with pytest.raises(BackendError, match=words):
         VerlBackend().prepare(spec, run_dir, 1)
@@ -78,6 +81,27 @@ def test_gpu_plans_are_unchanged(make_run):
     plan = VerlBackend().prepare(spec, run_dir, 1)
     assert "actor_rollout_ref.rollout.name=vllm" in plan.argv and not plan.scratch_dirs
     assert "VERL_USE_EXTERNAL_MODULES" not in plan.env
+
+
+def test_a_cpu_job_on_a_ray_cluster_is_submitted_without_a_private_cluster(verl_compose, make_run, monkeypatch):
+    from tests.training.backends.test_verl_config import validate
+
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
+    spec, run_dir = make_run({**CPU, "hp": {"device": "cpu", "batch_size": 4, "group_size": 2},
+                              "verl": {"nnodes": 2}})
+    plan = VerlBackend().prepare(spec, run_dir, 1)
+    assert plan.argv[1:5] == ["job", "submit", "--address", "http://127.0.0.1:8265"] and not plan.scratch_dirs
+    sep = plan.argv.index("--")
+    cfg = verl_compose(plan.argv[sep + 4:])
+    assert (cfg.trainer.nnodes, cfg.trainer.n_gpus_per_node, cfg.trainer.device) == (2, 1, "cpu")
+    validate(cfg)
+    assert cfg.actor_rollout_ref.rollout.name == "hf"
+    assert "address" not in cfg.ray_kwargs.ray_init and cfg.ray_kwargs.ray_init.num_cpus is None
+    job_env = json.loads(plan.argv[plan.argv.index("--runtime-env-json") + 1])["env_vars"]
+    assert job_env["VERL_USE_EXTERNAL_MODULES"] == PLUGIN_MODULE and job_env["VERL_PLATFORM"] == "cpu"
+    assert "RAY_ADDRESS" not in job_env and "WORKBENCH_C10D_STORE_DIR" not in job_env
+    assert plan.env["RAY_ADDRESS"] == "http://127.0.0.1:8265"
+    assert plan.ray_job["address"] == "http://127.0.0.1:8265" and plan.cancel_argv[1:3] == ["job", "stop"]
 
 
 def test_merge_overrides_replaces_in_place_and_appends():

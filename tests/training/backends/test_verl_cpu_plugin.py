@@ -104,3 +104,18 @@ def test_rays_start_up_waits_for_a_slow_raylet_and_still_gives_up_on_a_dead_one(
     assert not raylet_running("0" * 56)  # no raylet of that node here
     env = cpu_env()
     assert env["RAY_gcs_server_port_wait_time_s"] == env["RAY_worker_register_timeout_seconds"] == str(STARTUP_WAIT_S)
+
+
+def test_on_the_private_cluster_ranks_meet_in_a_file_store(tmp_path):
+    from training.verl_cpu import STORE_DIR_ENV
+    from training.verl_cpu.plugin import private_rendezvous
+
+    env = {STORE_DIR_ENV: str(tmp_path / "c10d"), "RANK": "1", "WORLD_SIZE": "2", "MASTER_PORT": "29511"}
+    kwargs = private_rendezvous({"backend": "cpu:gloo"}, env)
+    assert kwargs == {"backend": "cpu:gloo", "init_method": f"file://{tmp_path}/c10d/c10d-29511",
+                      "rank": 1, "world_size": 2}
+    assert (tmp_path / "c10d").is_dir()
+    # elsewhere (an existing cluster, an explicit store or method) torch's own rendezvous is kept
+    assert private_rendezvous({"backend": "gloo"}, {k: v for k, v in env.items() if k != STORE_DIR_ENV}) == \
+        {"backend": "gloo"}
+    assert private_rendezvous({"init_method": "tcp://127.0.0.1:1"}, env) == {"init_method": "tcp://127.0.0.1:1"}

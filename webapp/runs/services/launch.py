@@ -250,6 +250,7 @@ def job_launch(job_id: int) -> str:
     "deferred" (a resume waits for the previous attempt to stop; re-enqueued in 2 s).
     """
     from training.backends import BackendError, get_backend
+    from training.ray_cluster import check_shared_storage
     from training.supervisor import spawn_supervisor
 
     now = timezone.now()
@@ -274,6 +275,8 @@ def job_launch(job_id: int) -> str:
         run_dir = own_run_dir(job).resolve()
         spec = write_run_files(job, run_dir, attempt.resume_from)
         plan = get_backend(job.backend).prepare(spec, run_dir, attempt.number)
+        if plan.ray_job:  # the driver runs on the cluster: it must see this run directory
+            check_shared_storage(plan.ray_job["address"], run_dir)
         adir = RunDir(run_dir).attempt(attempt.number).create()
         write_json(adir.launch, plan.to_json())
         if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():

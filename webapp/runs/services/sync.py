@@ -179,6 +179,11 @@ def _finish_attempt(job: Job, attempt: JobAttempt) -> None:
     rc = info.get("returncode")
     if info.get("cancelled"):
         state = JobState.CANCELLED
+    elif info.get("lost"):  # Ray reported the submitted job dead (training.ray_cluster.lost_reason)
+        state = JobState.LOST
+        RunEvent.objects.create(job=job, kind="lost", step=job.last_step or None,
+                                message=f"attempt {attempt.number} lost: {info['lost']}"[:500],
+                                data={"attempt": attempt.number, "stopped": True})
     elif rc == 0:
         state = JobState.SUCCEEDED
     else:
@@ -300,9 +305,14 @@ def _update_job_state(job: Job) -> None:
         error = _error_text(job, latest)
         _set_state(job, JobState.FAILED, f"failed ({error.splitlines()[0]})", error=error[-5000:])
     elif latest.state == JobState.LOST:
-        _set_state(job, JobState.LOST, "lost: no heartbeat from the training supervisor",
-                   error=f"No heartbeat for more than {stale} s: the worker or the training process died. "
-                         "Resume from the last checkpoint.")
+        ray_reason = (read_json(attempt_dir(job, latest.number).exit) or {}).get("lost")
+        if ray_reason:
+            _set_state(job, JobState.LOST, f"lost: {ray_reason}"[:500],
+                       error=f"The Ray cluster lost the job: {ray_reason}. Resume from the last checkpoint.")
+        else:
+            _set_state(job, JobState.LOST, "lost: no heartbeat from the training supervisor",
+                       error=f"No heartbeat for more than {stale} s: the worker or the training process died. "
+                             "Resume from the last checkpoint.")
 
 
 def sync_job(job: Job) -> list[MetricPoint]:
