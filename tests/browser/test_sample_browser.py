@@ -102,7 +102,8 @@ def test_browse_a_demo_runs_samples_across_steps(page, live_server, engineer, de
     page.wait_for_function("document.querySelector('[data-samples-summary]') && "
                            "document.querySelector('[data-samples-summary]').textContent.includes('match')")
     right = sum(1 for e in last.entries if e.score == 1.0)
-    assert f"{right} match the filters" in body.locator("[data-samples-summary]").inner_text()
+    verb = "matches" if right == 1 else "match"
+    assert f"{right} {verb} the filters" in body.locator("[data-samples-summary]").inner_text()
     assert body.locator("[data-sample]").count() == min(right, sel.PER_PAGE)
 
     # the token view colours each token by policy-vs-reference log-ratio

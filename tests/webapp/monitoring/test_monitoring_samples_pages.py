@@ -30,7 +30,7 @@ def test_step_view_defaults_to_rollouts_when_there_is_no_validation(job, viewer,
     assert "Training rollouts <small>(2 steps)</small>" in body and "Validation <small>(0 steps)</small>" in body
     assert "advantage 0.707" in body and ">truncated<" in body and "Reward error: exact: ValueError: boom" in body
     filtered = get(as_user(viewer), job, kind="rollout", step=20, truncated=1)
-    assert "1 match the filters" in filtered and filtered.count("data-sample ") == 1
+    assert "1 matches the filters" in filtered and filtered.count("data-sample ") == 1
     assert "Clear filters" in filtered
     by_text = get(as_user(viewer), job, kind="rollout", step=20, q="3+3")
     assert "2 match the filters" in by_text and 'value="3+3"' in by_text
