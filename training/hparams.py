@@ -360,6 +360,28 @@ def settings_for(kind: str, backend: str) -> list[Setting]:
     return [s for s in SETTINGS if s.offered(kind, backend)]
 
 
+def parse_section(raw: dict | None, settings: tuple[Setting, ...],
+                  kind: str | None = None) -> tuple[dict, dict[str, str]]:
+    """One pass of the schema over a section's raw values (a job.json's hp): each setting's value (its default
+    when absent) coerced by its type, then, given `kind`, the range of each setting of that kind checked.
+    Returns (values, errors by key); the coercion errors come first."""
+    raw = raw or {}
+    out: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for s in settings:
+        value = get_in(raw, s.path) if has_in(raw, s.path) else copy.deepcopy(s.default)
+        try:
+            value = coerce(s, value)
+        except ValueError as exc:
+            errors[s.key] = str(exc)
+        set_in(out, s.path, value)
+    for s in settings if kind is not None else ():
+        message = None if s.key in errors or kind not in s.kinds else s.range_error(get_in(out, s.path))
+        if message:
+            errors[s.key] = message
+    return out, errors
+
+
 def coerce(setting: Setting, value: Any) -> Any:
     """Convert a raw value (maybe a string from the CLI) to the setting's type; ValueError with a message."""
     if isinstance(value, str):

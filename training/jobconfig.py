@@ -33,6 +33,7 @@ from training.hparams import (
     coerce,
     default_config,
     has_in,
+    parse_section,
     set_in,
     settings_for,
     value_of,
@@ -213,15 +214,32 @@ def _err(errors: dict, key: str, message: str) -> None:
     errors.setdefault(key, message)
 
 
-def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
-    hp, verl = config["hp"], config["verl"]
+LOCAL_SETTINGS = tuple(s for s in SETTINGS if s.section == "hp" and s.local)
 
+
+def local_hp(kind: str, raw: dict | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A job.json's hp for the local trainer, checked as the New job form checks it, in one pass: every local
+    setting typed and range-checked by the schema (its default when absent: a job.json of an older app), then
+    the checks between settings. Returns (hp, errors by key); keys of the other backend are left out."""
+    hp, errors = parse_section(raw, LOCAL_SETTINGS, kind)
+    if not errors:
+        _check_between(kind, "local", {"hp": hp, "verl": {}}, errors, {})
+    return hp, errors
+
+
+def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
     for s in SETTINGS:  # the schema's ranges first: the checks below divide by some of these values
         if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
             continue
         message = s.range_error(get_value(config, s.key))
         if message:
             _err(errors, s.key, message)
+    _check_between(kind, backend, config, errors, warnings)
+
+
+def _check_between(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
+    """The checks between settings; a check that reads a value already refused (in `errors`) is skipped."""
+    hp, verl = config["hp"], config["verl"]
     bad = set(errors)
 
     def ok(*keys: str) -> bool:  # skip checks that depend on a value already refused

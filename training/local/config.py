@@ -2,7 +2,7 @@
 
 The hyperparameters are the schema's (`training.hparams`): every setting the local backend reads
 (`Setting.local`), its default, type, choices and range from there, and the checks between settings
-from `training.jobconfig.check_settings` — the same ones the New job form runs. Nothing here lists or
+from `training.jobconfig.local_hp` — the same ones the New job form runs. Nothing here lists or
 coerces a setting by hand.
 """
 from __future__ import annotations
@@ -14,11 +14,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from training import hparams
-from training.jobconfig import check_settings
+from training.jobconfig import LOCAL_SETTINGS, local_hp
 from training.jobspec import JobSpecError, read_spec
 
 KINDS = hparams.KINDS
-LOCAL_SETTINGS = tuple(s for s in hparams.SETTINGS if s.section == "hp" and s.local)
 
 
 class JobError(ValueError):
@@ -26,19 +25,17 @@ class JobError(ValueError):
 
 
 def parse_hp(raw: dict[str, Any] | None) -> dict[str, Any]:
-    """The job's hp block for the local backend: every local setting, typed by the schema (its default when
+    """The hp block for the local backend: every local setting, typed by the schema (its default when
     absent); keys of the other backend are left out. JobError names the first bad value."""
-    raw = raw or {}
-    out: dict[str, Any] = {}
-    for s in LOCAL_SETTINGS:
-        present = hparams.has_in(raw, s.path)
-        value = hparams.get_in(raw, s.path) if present else copy.deepcopy(s.default)
-        try:
-            value = hparams.coerce(s, value)
-        except ValueError as exc:
-            raise JobError(f"hp.{s.key}: {exc}") from None
-        hparams.set_in(out, s.path, value)
+    out, errors = hparams.parse_section(raw, LOCAL_SETTINGS)
+    _raise_first(errors)
     return out
+
+
+def _raise_first(errors: dict[str, str]) -> None:
+    if errors:
+        key, message = next(iter(errors.items()))
+        raise JobError(f"hp.{key}: {message}")
 
 
 class HParams(SimpleNamespace):
@@ -46,6 +43,13 @@ class HParams(SimpleNamespace):
 
     def __init__(self, **values: Any) -> None:
         super().__init__(**parse_hp(values))
+
+    @classmethod
+    def checked(cls, values: dict[str, Any]) -> HParams:
+        """From values the schema has already typed and checked (`local_hp`): no second pass."""
+        hp = cls.__new__(cls)
+        SimpleNamespace.__init__(hp, **values)
+        return hp
 
     def as_dict(self) -> dict[str, Any]:
         return copy.deepcopy(vars(self))
@@ -85,12 +89,14 @@ def load_job(run_dir: str | Path) -> Job:
     except JobSpecError as exc:
         raise JobError(str(exc)) from None
     raw = spec.to_dict()
+    hp, errors = local_hp(spec.kind, spec.hp)  # the form's checks, run once on job.json's own values
+    _raise_first(errors)
     job = Job(
         run_dir=run_dir, kind=spec.kind,
         model_path=_path(run_dir, spec.model.path, "model.path"),
         train_path=_path(run_dir, spec.data.train, "data.train"),
         val_path=_path(run_dir, spec.data.val, "data.val") if spec.data.val else None,
-        hp=HParams(**spec.hp),
+        hp=HParams.checked(hp),
         teacher_path=_path(run_dir, spec.teacher.path, "teacher.path") if spec.teacher else None,
         reward=raw["reward"] if spec.reward.components else None,
         resume_from=Path(spec.resume_from) if spec.resume_from else None,
@@ -106,13 +112,9 @@ def _check_folder(path: Path | None, what: str) -> None:
 
 
 def validate(job: Job) -> None:
-    """What the local backend needs besides the settings' own checks (the form's): the model and data on disk,
-    a reward for GRPO, a teacher for distillation, a resumable checkpoint. Data-dependent checks live with the
-    trainers."""
-    errors, _ = check_settings(job.kind, "local", {"hp": job.hp.as_dict(), "verl": {}})
-    if errors:
-        key, message = next(iter(errors.items()))
-        raise JobError(f"hp.{key}: {message}")
+    """What the local backend needs besides the settings' own checks (the form's, which load_job runs): the
+    model and data on disk, a reward for GRPO, a teacher for distillation, a resumable checkpoint.
+    Data-dependent checks live with the trainers."""
     _check_folder(job.model_path, "model.path")
     if not job.train_path.is_file():
         raise JobError(f"training data {job.train_path} does not exist")

@@ -38,6 +38,19 @@ def test_bad_hyperparameters_are_refused(make_run, hp, message):
         load_job(run)
 
 
+def test_a_job_json_of_an_older_app_loads_with_the_schema_defaults_for_what_it_lacks(make_run):
+    from training import hparams
+
+    run = make_run("grpo")
+    job = json.loads((run / "job.json").read_text())
+    del job["hp"]["kl_coef"], job["hp"]["lr"]  # settings added after that app was written
+    job["hp"]["batch_size"] = str(job["hp"]["batch_size"])  # typed by the schema, as the form types it
+    (run / "job.json").write_text(json.dumps(job))
+    loaded = load_job(run)
+    assert loaded.hp.kl_coef == hparams.BY_KEY["kl_coef"].default and loaded.hp.lr == hparams.BY_KEY["lr"].default
+    assert isinstance(loaded.hp.batch_size, int)
+
+
 def test_a_run_in_which_no_prompt_fits_max_prompt_length_is_refused(make_run):
     run = _edit(make_run("grpo"), max_prompt_length=3)
     with pytest.raises(JobError, match=r"train.jsonl: every prompt is longer than hp.max_prompt_length=3 "
