@@ -360,6 +360,34 @@ def settings_for(kind: str, backend: str) -> list[Setting]:
     return [s for s in SETTINGS if s.offered(kind, backend)]
 
 
+def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend: str, errors: dict[str, str]) -> None:
+    """The schema's one pass over a launch's settings: each override (flat key -> raw value) refused when unknown
+    or not used by `backend`, else coerced by its type and set in `config`; then every setting of `kind` on
+    `backend` checked against its range (a preset's, a stored job's or an override's value alike). Errors go
+    into `errors` by key; a key already there is not checked again."""
+    for key, raw in overrides.items():
+        setting = BY_KEY.get(key)
+        if setting is None:
+            errors[key] = f"Unknown setting {key!r}."
+            continue
+        if backend == "verl" and "verl" not in setting.backends:
+            errors[key] = (f"{setting.label} is not used by VERL (it has no VERL setting): leave it out, "
+                           "or choose the local backend.")
+            continue
+        try:
+            value = coerce(setting, raw)
+        except ValueError as exc:
+            errors[key] = f"{setting.label}: {exc}."
+            continue
+        set_in(config[setting.section], setting.path, value)
+    for s in SETTINGS:  # the ranges first: the checks between settings divide by some of these values
+        if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
+            continue
+        message = s.range_error(value_of(config, s.key))
+        if message:
+            errors.setdefault(s.key, message)
+
+
 def parse_section(raw: dict | None, settings: tuple[Setting, ...],
                   kind: str | None = None) -> tuple[dict, dict[str, str]]:
     """One pass of the schema over a section's raw values (a job.json's hp): each setting's value (its default

@@ -30,6 +30,7 @@ from training.hparams import (
     SECTIONS,
     SETTINGS,
     Setting,
+    apply_overrides,
     coerce,
     default_config,
     has_in,
@@ -179,23 +180,9 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
             StallConfig.from_dict(config["stall"])
         except StallConfigError as exc:
             errors["stall"] = f"Stall detection: {exc}."
-    for key, raw in flatten_overrides(overrides).items():
-        setting = BY_KEY.get(key)
-        if setting is None:
-            errors[key] = f"Unknown setting {key!r}."
-            continue
-        if backend == "verl" and "verl" not in setting.backends:
-            errors[key] = (f"{setting.label} is not used by VERL (it has no VERL setting): leave it out, "
-                           "or choose the local backend.")
-            continue
-        try:
-            value = coerce(setting, raw)
-        except ValueError as exc:
-            errors[key] = f"{setting.label}: {exc}."
-            continue
-        set_in(config[setting.section], setting.path, value)
+    apply_overrides(config, flatten_overrides(overrides), kind, backend, errors)  # typed and range-checked
     _check_rules(config, errors)
-    _check_values(kind, backend, config, errors, warnings)
+    _check_between(kind, backend, config, errors, warnings)
     _check_context(kind, backend, config, ctx, errors, warnings)
     return config, errors, warnings
 
