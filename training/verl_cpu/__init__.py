@@ -70,6 +70,9 @@ def cpu_env(ray_tmp: str | None = None) -> dict[str, str]:
     if ray_tmp:
         env.update({
             "RAY_ADDRESS": "",  # never join a cluster named by the worker's environment
+            # Ray swaps 127.0.0.1 for the host's outward address (and its servers then listen on every
+            # interface) unless it is told it runs no multi-node cluster: the private one stays on loopback.
+            "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
             "GLOO_SOCKET_IFNAME": "lo",  # the trainer's collectives stay on loopback
             STORE_DIR_ENV: os.path.join(ray_tmp, "c10d"),
         })

@@ -198,6 +198,10 @@ def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, 
     run_dir = Path(job.run_dir)
     assert _ray_processes(run_dir)  # a live private Ray cluster
     first = run_dir / "attempts" / "1"
+    # It listens on loopback only: GCS, raylet, object manager, agents, metrics, workers, the trainer's store.
+    listeners = _listeners(int((first / "supervisor.pid").read_text()))
+    assert len(listeners) >= 5, listeners
+    assert all(ip.startswith("127.") or ip in ("::1", "::ffff:127.0.0.1") for _name, ip, _port in listeners), listeners
     os.kill(int((first / "supervisor.pid").read_text()), signal.SIGKILL)  # the worker's host loses it
     job = _run_until(job, lambda j: j.state == JobState.LOST, "lost", celery_worker_proc, timeout=120)
     assert not _ray_processes(run_dir)  # the sync stopped what the dead supervisor left
@@ -227,6 +231,21 @@ def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, 
     while _alive(pid) and time.time() < deadline:
         time.sleep(0.5)
     assert not _alive(pid)
+
+
+def _listeners(supervisor_pid: int) -> list[tuple[str, str, int]]:
+    """(process, address, port) of every listening socket in the attempt's process tree."""
+    import psutil
+
+    found = []
+    root = psutil.Process(supervisor_pid)
+    for proc in [root, *root.children(recursive=True)]:
+        try:
+            found += [(proc.name(), c.laddr.ip, c.laddr.port) for c in proc.net_connections(kind="inet")
+                      if c.status == psutil.CONN_LISTEN]
+        except psutil.Error:
+            continue  # a process that ended while the tree was read
+    return found
 
 
 def _alive(pid: int) -> bool:
