@@ -36,16 +36,25 @@ def review_versions(project) -> QuerySet[DatasetVersion]:
 
 
 def version_for_review(project, version_id: int) -> DatasetVersion | None:
-    return review_versions(project).filter(pk=version_id).first()
+    """The version with its review counters (when started) in one query; its project is the one given."""
+    version = review_versions(project).select_related("review_stats").filter(pk=version_id).first()
+    if version is not None:
+        version.dataset.project = project
+    return version
 
 
 def progress(*, version: DatasetVersion, user, stats: VersionReviewStats | None = None) -> dict:
     """Counters only: never a COUNT over the version's rows."""
     if stats is None:
         stats = VersionReviewStats.objects.filter(pk=version.pk).first()
-    mine = ReviewerStats.objects.filter(version=version, reviewer=user).first()
+    # The reviewer's counters and the version's claimed slots in one aggregate.
+    sums = ReviewerStats.objects.filter(version=version).aggregate(
+        claimed=Sum("assigned"), assigned=Sum("assigned", filter=Q(reviewer=user.pk)),
+        done=Sum("done", filter=Q(reviewer=user.pk)))
+    mine = (ReviewerStats(version=version, reviewer_id=user.pk, assigned=sums["assigned"], done=sums["done"] or 0)
+            if sums["assigned"] is not None else None)
     total = stats.total if stats else version.row_count
-    left, exact = queue_left(version=version, total=total, mine=mine)
+    left, exact = queue_left(version=version, total=total, mine=mine, claimed=sums["claimed"] or 0)
     return {
         "done": mine.done if mine else 0,
         "assigned": mine.assigned if mine else 0,
@@ -58,13 +67,16 @@ def progress(*, version: DatasetVersion, user, stats: VersionReviewStats | None 
     }
 
 
-def queue_left(*, version: DatasetVersion, total: int, mine: ReviewerStats | None) -> tuple[int, bool]:
+def queue_left(*, version: DatasetVersion, total: int, mine: ReviewerStats | None,
+               claimed: int | None = None) -> tuple[int, bool]:
     """How many pairs this reviewer may still decide, from counters (one row per reviewer, never the rows):
     their open assignments plus the free reviewer slots on pairs they have not claimed. Each pair has
     `review_overlap` slots; with overlap 1 the count is exact, above it an upper bound (a free slot may sit on a
-    pair the reviewer already holds). Returns (count, exact)."""
+    pair the reviewer already holds). `claimed`: the version's claimed slots, when the caller has summed them.
+    Returns (count, exact)."""
     overlap = max(1, version.dataset.project.review_overlap)
-    claimed = ReviewerStats.objects.filter(version=version).aggregate(n=Sum("assigned"))["n"] or 0
+    if claimed is None:
+        claimed = ReviewerStats.objects.filter(version=version).aggregate(n=Sum("assigned"))["n"] or 0
     assigned, done = (mine.assigned, mine.done) if mine else (0, 0)
     free = max(0, total * overlap - claimed)
     return max(0, assigned - done) + min(free, max(0, total - assigned)), overlap == 1

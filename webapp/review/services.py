@@ -49,8 +49,12 @@ DATA_SOURCES_MAX = 500  # offered in the list filter
 # --- pair states ------------------------------------------------------------------------------
 
 def ensure_pair_states(*, version: DatasetVersion) -> VersionReviewStats:
-    """Create the review state of every row of a ready version once (idempotent); return its counters."""
-    stats = VersionReviewStats.objects.filter(pk=version.pk).first()
+    """Create the review state of every row of a ready version once (idempotent); return its counters
+    (those loaded with the version when it was read with them, see selectors.version_for_review)."""
+    try:
+        stats = version.review_stats
+    except VersionReviewStats.DoesNotExist:
+        stats = None
     if stats is not None:
         return stats
     if version.status != VersionStatus.READY:
