@@ -20,7 +20,8 @@ TaskRunner, the workers and the rollout servers all get the same three kinds of 
      to patch it, and trl 1.x no longer has that class; VERL then skips its trl patch (it only matters
      for PPO value heads, which GRPO does not use).
 
-Ray's driver gets a longer wait for its new raylet on a busy machine (training.verl_cpu.ray_startup).
+Ray's driver gets a longer wait for its new raylet on a busy machine, and the raylet its agents' ports up front
+(training.verl_cpu.ray_startup).
 
 No VERL file is edited; the registries and method names used here are VERL 0.9.1's (pinned).
 """
@@ -41,7 +42,7 @@ from verl.workers.rollout.replica import RolloutReplicaRegistry  # noqa: E402
 
 from training.verl_cpu import ROLLOUT_NAME, STORE_DIR_ENV  # noqa: E402
 from training.verl_cpu import platform as _platform  # noqa: E402,F401 - registers the platform
-from training.verl_cpu.ray_startup import patient_node_lookup  # noqa: E402
+from training.verl_cpu.ray_startup import agent_ports_up_front, patient_node_lookup  # noqa: E402
 
 
 def _load_replica() -> type:
@@ -152,3 +153,4 @@ if not trl_has_value_head():
 
 
 patient_node_lookup()
+agent_ports_up_front()
