@@ -12,7 +12,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Exists, F, Max, OuterRef
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q
 from django.utils import timezone
 
 from webapp.core.audit import audit
@@ -127,14 +127,20 @@ def _claim(*, version_id: int, reviewer, row_id: int, row_index: int, overlap: i
     return assignment
 
 
-def assignment_claim(*, version: DatasetVersion, reviewer, overlap: int) -> Assignment | None:
+_READ = object()  # assignment_claim reads the cursor itself
+
+
+def assignment_claim(*, version: DatasetVersion, reviewer, overlap: int,
+                     cursor: int | None | object = _READ) -> Assignment | None:
     """Claim the next pair that still needs reviewers, or None when there is none for this reviewer.
 
-    Keyset search after the reviewer's cursor (the highest row they hold), preferring pairs other
-    reviewers already started so items reach their `overlap` reviews sooner.
+    Keyset search after the reviewer's cursor (the highest row they hold; the caller may pass it when it
+    read it already), preferring pairs other reviewers already started so items reach their `overlap`
+    reviews sooner.
     """
     overlap = max(1, overlap)
-    cursor = Assignment.objects.filter(reviewer=reviewer, version=version).aggregate(m=Max("row_index"))["m"]
+    if cursor is _READ:
+        cursor = Assignment.objects.filter(reviewer=reviewer, version=version).aggregate(m=Max("row_index"))["m"]
     cursor = -1 if cursor is None else cursor
     open_states = PairState.objects.filter(version_id=version.pk, state=State.UNREVIEWED)
     for _ in range(20):
@@ -169,13 +175,15 @@ def assignment_next(*, version: DatasetVersion, reviewer, overlap: int,
     """The reviewer's next pair: with `after_index`, the next one they hold after it (their history
     forward); without it, their first open one. Then a newly claimed pair, then any open one left."""
     mine = Assignment.objects.filter(reviewer=reviewer, version=version)
-    if after_index is not None:
-        found = mine.filter(row_index__gt=after_index).order_by("row_index").first()
-    else:
-        found = mine.filter(done=False).order_by("row_index").first()
-    if found is not None:
-        return found
-    claimed = assignment_claim(version=version, reviewer=reviewer, overlap=overlap)
+    # Where the pair held next is and the claim cursor in one aggregate: the usual case (nothing held
+    # further on, a new claim) then reads no assignment row.
+    wanted = Q(row_index__gt=after_index) if after_index is not None else Q(done=False)
+    seek = mine.aggregate(found=Min("row_index", filter=wanted), cursor=Max("row_index"))
+    if seek["found"] is not None:
+        found = mine.filter(row_index=seek["found"]).first()
+        if found is not None:
+            return found
+    claimed = assignment_claim(version=version, reviewer=reviewer, overlap=overlap, cursor=seek["cursor"])
     if claimed is not None:
         return claimed
     return mine.filter(done=False).order_by("row_index").first()
