@@ -78,6 +78,34 @@ def series_arrays(job_id: int, name: str, *, since_step: int | None = None,
     return arr[:, 0], arr[:, 1], arr[:, 2]
 
 
+def series_arrays_many(job_id: int, names: list[str], *, since_step: int,
+                       step_range: tuple[float, float] | None = None) -> dict[str, tuple[np.ndarray, ...]]:
+    """series_arrays of several series after `since_step` in one query (a live poll's new points)."""
+    marks = ", ".join(["%s"] * len(names))
+    sql = [f"SELECT name, step, value, wall_time FROM {_table()} WHERE job_id = %s AND name IN ({marks}) "
+           "AND value IS NOT NULL AND step > %s"]
+    params: list[Any] = [job_id, *names, int(since_step)]
+    if step_range is not None:
+        sql.append("AND step >= %s AND step <= %s")
+        params += [math.floor(step_range[0]), math.ceil(step_range[1])]
+    sql.append("ORDER BY name, step")
+    grouped: dict[str, list[tuple]] = {}
+    with connection.cursor() as cur:
+        cur.execute(" ".join(sql), params)
+        for name, *row in cur.fetchall():
+            grouped.setdefault(name, []).append(row)
+    out: dict[str, tuple[np.ndarray, ...]] = {}
+    empty = np.zeros(0)
+    for name in names:
+        if not grouped.get(name):
+            out[name] = (empty, empty, empty)
+            continue
+        arr = np.array(grouped[name], dtype=np.float64)  # wall_time NULL becomes nan
+        arr = arr[np.isfinite(arr[:, 1])]  # JSON has no inf/NaN; PostgreSQL can store them
+        out[name] = (arr[:, 0], arr[:, 1], arr[:, 2])
+    return out
+
+
 def _finite_or_none(values: np.ndarray) -> list[float | None]:
     return [None if math.isnan(v) else v for v in values.tolist()]
 
@@ -102,7 +130,8 @@ def _step_span_of_times(job_id: int, name: str, t0: float, t1: float) -> tuple[f
     return None if lo is None else (float(lo), float(hi))
 
 
-def _one_series(job: Job, name: str, mode: str, query: SeriesQuery) -> dict[str, Any]:
+def _one_series(job: Job, name: str, mode: str, query: SeriesQuery,
+                arrays: tuple[np.ndarray, ...] | None = None) -> dict[str, Any]:
     step_range = query.step_range
     if query.time_range is not None:
         step_range = _step_span_of_times(job.pk, name, *query.time_range)
@@ -114,7 +143,9 @@ def _one_series(job: Job, name: str, mode: str, query: SeriesQuery) -> dict[str,
             return {"step": rolled["step"].tolist(), "value": rolled["value"].tolist(),
                     "time": _finite_or_none(rolled["time"]), "total": int(rolled["total"]), "downsampled": True,
                     "bucket_width": rolled["width"]}
-    steps, values, times = series_arrays(job.pk, name, since_step=query.since_step, step_range=step_range)
+    if arrays is None:
+        arrays = series_arrays(job.pk, name, since_step=query.since_step, step_range=step_range)
+    steps, values, times = arrays
     total = len(steps)
     down = not query.raw and total > query.max_points
     if down:
@@ -139,8 +170,12 @@ def metric_series(job: Job, query: SeriesQuery) -> dict[str, Any]:
         modes.setdefault(name, "max")
     out: dict[str, Any] = {}
     last_step = query.since_step or 0
+    batch: dict[str, tuple[np.ndarray, ...]] = {}
+    if query.since_step is not None and query.time_range is None and modes:
+        # A live poll: every series' new points in one query, not one a series.
+        batch = series_arrays_many(job.pk, list(modes), since_step=query.since_step, step_range=query.step_range)
     for name, mode in modes.items():
-        out[name] = _one_series(job, name, mode, query)
+        out[name] = _one_series(job, name, mode, query, batch.get(name))
         if out[name]["step"]:
             last_step = max(last_step, out[name]["step"][-1])
     return {"series": out, "last_step": last_step}

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from webapp.core.models import Project
 from webapp.monitoring.models import CheckpointEvaluation
@@ -95,6 +97,28 @@ def test_live_poll_returns_new_points_events_and_state(make_job, points, viewer,
     assert body["series"][KL]["step"] == [11, 12]
     assert [e["id"] for e in body["events"]] == [new.pk] and body["events"][0]["kind"] == "guard_rule"
     assert body["state"] == "running" and body["is_active"] and body["job_last_step"] == 12
+
+
+def test_live_poll_reads_every_series_in_one_query(make_job, points, viewer, api_for):
+    job = make_job(last_step=12)
+    names = [f"m/{i}" for i in range(6)]
+    for i, name in enumerate(names):
+        points(job, name, [float(i)] * (12 - i))  # m/i has i fewer steps
+    client = api_for(viewer)
+
+    def poll(some):
+        with CaptureQueriesContext(connection) as ctx:
+            body = client.get(url(job, "live/"), {"names": ",".join(some), "since_step": 5}).json()
+        return body, len(ctx.captured_queries)
+
+    one, n_one = poll(names[:1])
+    body, n_six = poll(names)
+    assert n_six == n_one  # a series more costs no query more
+    assert one["series"]["m/0"]["step"] == list(range(6, 13))
+    for i, name in enumerate(names):
+        assert body["series"][name]["step"] == list(range(6, 13 - i))
+        assert body["series"][name]["value"] == [float(i)] * (7 - i)
+    assert body["last_step"] == 12
 
 
 def test_live_poll_says_when_the_checkpoint_table_changed(make_job, checkpoint, viewer, engineer, api_for, project):
