@@ -1,0 +1,166 @@
+"""A real Ray cluster on this machine for tests and benchmarks: a head and more nodes, loopback only.
+
+Each node is a `ray start` with its own temp dir and ports picked free on 127.0.0.1; the cluster has
+its own token (`RAY_AUTH_MODE=token`), which every process it starts inherits: `stop()` finds them
+all by that token in their environment and kills them, so it never touches another Ray on the
+machine (`ray stop` would stop them all). Each node offers one "GPU" (the CPU platform's resource,
+training/verl_cpu/platform.py), so a VERL CPU job puts one data-parallel worker on each node.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from training.verl_cpu.ray_startup import RAY_STARTUP_ENV
+
+START_TIMEOUT_S = 600  # a bound for a machine under heavy load; `ray start` returns once the node is up
+# `ray start`, keeping 127.0.0.1 as the node's IP: Ray replaces a loopback --node-ip-address with the
+# machine's outward address (services.resolve_ip_for_localhost), and then listens there. Its node
+# waits for the raylet's registration as the CPU plugin's driver does (Ray's own wait is 30 s), and its
+# raylet is told the agent's listen port (else it waits a fixed 15 s for the agent to report it).
+RAY_START = """import sys
+import ray._private.ray_constants as ray_constants
+import ray._private.services as services
+services.resolve_ip_for_localhost = lambda host: host
+ray_constants.ENABLE_RAY_CLUSTER = True  # the env below says 0 for every other process; `ray start` may join
+from training.verl_cpu.ray_startup import agent_ports_up_front, patient_node_lookup
+patient_node_lookup()
+agent_ports_up_front()
+from ray.scripts.scripts import main
+sys.argv[0] = "ray"
+main()
+"""
+COUNT_ALIVE = """import sys
+from ray.util.state import list_nodes
+print(sum(node.state == "ALIVE" for node in list_nodes(address=sys.argv[1])))
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class LoopbackRayCluster:
+    def __init__(self, nodes: int = 2, cpus_per_node: int = 4) -> None:
+        self.nodes, self.cpus = nodes, cpus_per_node
+        self.base = Path(tempfile.mkdtemp(prefix="rlhf-rc-", dir="/tmp"))  # Ray's socket paths must stay short
+        self.token = secrets.token_hex(16)
+        self.gcs_port, self.dashboard_port = free_port(), free_port()
+        bin_dir = str(Path(sys.executable).parent)
+        self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+                    "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token, "RAY_USAGE_STATS_ENABLED": "0",
+                    # every process the cluster starts (agents, job drivers, workers) keeps 127.0.0.1 rather
+                    # than the machine's outward address, where nothing of this cluster listens
+                    "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+                    **RAY_STARTUP_ENV, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+        self.env.pop("RAY_ADDRESS", None)
+        self.ray_start = [sys.executable, "-c", RAY_START, "start"]
+
+    @property
+    def address(self) -> str:
+        """What a worker's RAY_ADDRESS names: the job-submission (dashboard) server."""
+        return f"http://127.0.0.1:{self.dashboard_port}"
+
+    @property
+    def client_env(self) -> dict[str, str]:
+        """The environment a client of this cluster needs (the app's worker, `ray job ...`)."""
+        return {"RAY_ADDRESS": self.address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token,
+                "PATH": self.env["PATH"]}
+
+    def _node_args(self, index: int) -> list[str]:
+        temp = self.base / f"n{index}"
+        temp.mkdir()
+        return ["--node-ip-address=127.0.0.1", f"--num-cpus={self.cpus}", "--num-gpus=1", f"--temp-dir={temp}",
+                f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+                f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+                "--disable-usage-stats"]
+
+    def start(self) -> LoopbackRayCluster:
+        head = [*self.ray_start, "--head", f"--port={self.gcs_port}", "--dashboard-host=127.0.0.1",
+                f"--dashboard-port={self.dashboard_port}", "--include-dashboard=true",
+                f"--ray-client-server-port={free_port()}", *self._node_args(0)]
+        try:
+            self._run(head)
+            for index in range(1, self.nodes):
+                self._run([*self.ray_start, f"--address=127.0.0.1:{self.gcs_port}", *self._node_args(index)])
+            self._wait_for_nodes()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _run(self, argv: list[str]) -> None:
+        out = subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=START_TIMEOUT_S,
+                             stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv[:3])} failed: {out.stdout[-2000:]}\n{out.stderr[-3000:]}")
+
+    def _wait_for_nodes(self) -> None:
+        """Until the cluster shows all its nodes alive. Asked from a fresh process with the cluster's token: Ray
+        reads its authentication settings once per process, and this one may have imported Ray without them."""
+        deadline = time.monotonic() + START_TIMEOUT_S
+        last = ""
+        while time.monotonic() < deadline:
+            out = subprocess.run([sys.executable, "-c", COUNT_ALIVE, self.address], env=self.env, capture_output=True,
+                                 text=True, timeout=START_TIMEOUT_S, stdin=subprocess.DEVNULL)
+            last = (out.stdout.strip() or out.stderr.strip()[-500:])
+            if out.returncode == 0 and out.stdout.strip().isdigit() and int(out.stdout) >= self.nodes:
+                return
+            time.sleep(1)
+        raise RuntimeError(f"the Ray cluster at {self.address} did not show {self.nodes} nodes: {last}")
+
+    def listening(self) -> list[tuple[int, str, str, int]]:
+        """(pid, name, ip, port) of every listening socket of the cluster's processes."""
+        import psutil
+
+        found = []
+        for pid in self.processes():
+            try:
+                proc = psutil.Process(pid)
+                found += [(pid, proc.name(), c.laddr.ip, c.laddr.port) for c in proc.net_connections(kind="inet")
+                          if c.status == psutil.CONN_LISTEN]
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        return found
+
+    def processes(self) -> list[int]:
+        """Live processes started by this cluster (they carry its token in their environment)."""
+        marker = f"RAY_AUTH_TOKEN={self.token}".encode()
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as fh:
+                    if marker not in fh.read().split(b"\0"):
+                        continue
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state not in ("Z", "X"):
+                found.append(int(entry))
+        return found
+
+    def stop(self, wait_s: float = 60.0) -> list[int]:
+        """Kill every process of the cluster and remove its folders; returns what was still alive after."""
+        deadline = time.monotonic() + wait_s
+        left = self.processes()
+        while left and time.monotonic() < deadline:
+            for pid in left:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.2)
+            left = self.processes()
+        shutil.rmtree(self.base, ignore_errors=True)
+        return left
