@@ -69,7 +69,7 @@
     fitBox.hidden = !f;
     if (!f) return;
     const size = f.parameters ? ` has ${(f.parameters / 1e6).toFixed(f.parameters < 1e7 ? 2 : 0)}M parameters` : '';
-    const ctx = f.context ? ` and a context of ${f.context.toLocaleString('en-US')} tokens` : '';
+    const ctx = f.context ? ` and a context of ${wb.count(f.context.toLocaleString('en-US'), 'token')}` : '';
     let text = `${f.model}${size}${ctx}.`;
     if (f.fits === false) text = `The preset ${f.preset} was made for ${f.made_for}; ` + text;
     if (f.too_long) text += ` The max sequence length ${f.max_seq_len} is longer than its context.`;
