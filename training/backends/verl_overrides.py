@@ -253,8 +253,8 @@ def _distill_overrides(spec: dict[str, Any], gpus: GpuPlan) -> list[tuple[str, A
 
 
 def planned_trainer_v1(spec: dict[str, Any]) -> bool:
-    """Whether the job runs VERL's V1 trainer (trainer.use_v1): the form's choice, legacy on CPU."""
-    return False if is_cpu_job(spec) else bool(hparams.value_of(spec, "verl.use_v1"))
+    """Whether the job runs VERL's V1 trainer (trainer.use_v1): the form's choice."""
+    return bool(hparams.value_of(spec, "verl.use_v1"))
 
 
 def setting_overrides(spec: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -374,14 +374,14 @@ def override_pairs(
     ]
     if resume.path:
         ov.append(("trainer.resume_from_path", resume.path))
-    # trainer.use_v1 (a setting, default False): V1 imports `transfer_queue`, which verl does not
-    # declare as a dependency (ModuleNotFoundError, verl issue #7320); jobs that set it must run
-    # where TransferQueue is installed.
+    # trainer.use_v1 (a setting, default False): V1 imports `transfer_queue`, which verl declares only in
+    # an extra (verl issue #7320); the lock pins it, and prepare refuses V1 where it is missing.
     ov.append(("hydra.run.dir", str(paths.hydra_dir)))
     for key, value in (logger_env or {}).items():
         # The Tracking object lives in a Ray actor; an attached cluster does not inherit our env.
         ov.append((f"+ray_kwargs.ray_init.runtime_env.env_vars.{key}", value))
     if cpu:
         private_ray = None if on_cluster else paths.ray_tmp
-        ov = merge_overrides(ov, cpu_overrides(private_ray, gpus.student_gpus + gpus.teacher_gpus_per_node))
+        ov = merge_overrides(ov, cpu_overrides(private_ray, gpus.student_gpus + gpus.teacher_gpus_per_node,
+                                                planned_trainer_v1(spec)))
     return ov

@@ -6,7 +6,7 @@ as on a GPU host, with three differences, all set up here:
 - `PLUGIN_MODULE` is imported by VERL in every Ray process (`VERL_USE_EXTERNAL_MODULES`): a `cpu`
   platform on gloo, the `hf` rollout server and one patch (see `plugin.py`);
 - `cpu_overrides` swaps the GPU-only choices (vLLM/SGLang, torch.compile, remove-padding kernels,
-  the V1 trainer) for CPU ones and fakes the GPU that VERL's resource pools count;
+  TransferQueue's storage for the V1 trainer) for CPU ones and fakes the GPU that VERL's resource pools count;
 - each attempt gets a private Ray cluster (`address=local`, its own short temp dir, random ports),
   so two runs on one machine never join each other and a cancel can find every Ray process.
 
@@ -79,12 +79,13 @@ def cpu_env(ray_tmp: str | None = None) -> dict[str, str]:
     return env
 
 
-def cpu_overrides(ray_tmp: str | None, fake_gpus: int = 1) -> list[tuple[str, Any]]:
+def cpu_overrides(ray_tmp: str | None, fake_gpus: int = 1, use_v1: bool = False) -> list[tuple[str, Any]]:
     """Overrides that replace or extend the GPU job's list (same keys win, new ones are appended).
 
     `ray_tmp`: the temp dir of the attempt's private Ray cluster; None for a job submitted to an
     existing cluster, whose nodes each offer the "GPU" (`ray start --num-gpus=1`) the pools count.
     `fake_gpus`: one for the student, plus one for an on-policy distillation teacher's own pool.
+    `use_v1`: VERL's V1 trainer (the form's choice); legacy otherwise.
     """
     common: list[tuple[str, Any]] = [
         ("actor_rollout_ref.rollout.name", ROLLOUT_NAME),
@@ -109,8 +110,13 @@ def cpu_overrides(ray_tmp: str | None, fake_gpus: int = 1) -> list[tuple[str, An
         ("reward.num_workers", 1),
         ("trainer.device", "cpu"),
         ("trainer.n_gpus_per_node", 1),
-        ("trainer.use_v1", False),  # V1 needs TransferQueue and is ~3x slower per step on CPU
+        ("trainer.use_v1", use_v1),
     ]
+    if use_v1:
+        # TransferQueue starts one Ray actor per storage unit, each holding a logical CPU for its
+        # lifetime; its default 8 units plus the controller need more than the private cluster's
+        # slots, and V1 waits for all of them forever. One unit serves a one-node rehearsal.
+        common.append(("transfer_queue.backend.SimpleStorage.num_data_storage_units", 1))
     if ray_tmp is None:
         return common
     return common + [

@@ -20,6 +20,9 @@ TaskRunner, the workers and the rollout servers all get the same three kinds of 
      to patch it, and trl 1.x no longer has that class; VERL then skips its trl patch (it only matters
      for PPO value heads, which GRPO does not use).
 
+In a V1 run (trainer.use_v1=true) the rollout dump also keeps the reward's columns and the group uids
+(training.verl_cpu.v1_dump).
+
 Ray's driver gets a longer wait for its new raylet on a busy machine, and the raylet its agents' ports up front
 (training.verl_cpu.ray_startup).
 
@@ -154,3 +157,6 @@ if not trl_has_value_head():
 
 patient_node_lookup()
 agent_ports_up_front()
+
+if os.environ.get("TRANSFER_QUEUE_ENABLE") == "1":  # set by VERL for every Ray process of a V1 run
+    from training.verl_cpu import v1_dump as _v1_dump  # noqa: E402,F401 - the rollout store's columns

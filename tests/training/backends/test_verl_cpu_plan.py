@@ -123,3 +123,22 @@ def test_on_policy_distillation_on_cpu_gives_the_teacher_its_own_faked_gpu(verl_
     spec, run_dir = make_run({**distill, "hp": {**distill["hp"], "distill_loss": "forward_kl_topk"}}, name="topk")
     with pytest.raises(BackendError, match="vLLM or SGLang"):
         VerlBackend().prepare(spec, run_dir, 1)
+
+
+def test_the_v1_trainer_is_the_forms_choice_on_cpu_with_one_storage_unit(verl_compose, make_run):
+    pytest.importorskip("transfer_queue")
+    spec, run_dir = make_run({**CPU, "verl": {"use_v1": True}})
+    cfg = verl_compose(_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    assert cfg.trainer.use_v1 is True and cfg.trainer.device == "cpu"
+    # TransferQueue's default 8 storage actors (1 CPU each) would outgrow the private cluster's 8 slots
+    assert cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
+    assert cfg.ray_kwargs.ray_init.num_cpus == 8
+
+
+def test_v1_rollout_dumps_get_group_uids_and_reward_columns():
+    pytest.importorskip("transfer_queue")
+    from training.verl_cpu.v1_dump import merge_extras
+
+    out = merge_extras({"uid": ["p1_0_0", "p1_1_0"]}, ["p1", "p1"],
+                       [{"r/near": 0.5, "err/near": None}, {"r/near": 0.25}])
+    assert out == {"uid": ["p1", "p1"], "r/near": [0.5, 0.25], "err/near": [None, None]}

@@ -137,16 +137,21 @@ def _check_rollout_store(job, run_dir: Path) -> None:
         assert all(r["score"] == pytest.approx(r["components"]["near_miss_v1"]) for r in rows)
 
 
+@pytest.mark.parametrize("use_v1", [False, True], ids=["legacy", "v1"])
 def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(project, engineer, inputs, tmp_path,
-                                                                             celery_worker_proc, stop_runs):
+                                                                             celery_worker_proc, stop_runs, use_v1):
     from webapp.monitoring.services.export import export_request
     from webapp.runs.services import job_create, job_create_child
 
+    if use_v1:
+        pytest.importorskip("transfer_queue")  # VERL's V1 trainer keeps its batches in TransferQueue
     job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
-                     hp_overrides=HP, include_unreviewed=True, **inputs)
+                     hp_overrides={**HP, "verl.use_v1": use_v1}, include_unreviewed=True, **inputs)
     assert job.queue == "cpu" and job.config["hp"]["device"] == "cpu"
+    assert job.config["verl"]["use_v1"] is use_v1
     job = _run_until(job, lambda j: j.state == JobState.SUCCEEDED, "the VERL job", celery_worker_proc)
     run_dir = Path(job.run_dir)
+    assert f"trainer.use_v1={use_v1}" in (run_dir / "attempts" / "1" / "launch.json").read_text()
 
     assert (run_dir / "checkpoints" / "global_step_2" / "actor").is_dir()
     assert list(job.checkpoints.values_list("step", flat=True)) == [2]
@@ -168,6 +173,7 @@ def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(proj
     child_dir = Path(child.run_dir)
     assert child_dir != run_dir
     log = (child_dir / "attempts" / "1" / "log.txt").read_text()
+    assert ("TaskRunnerV1" in log) is use_v1  # the child runs the parent's trainer
     assert f"Resuming from {ckpt.path}" in log or f"Load from checkpoint folder: {ckpt.path}" in log
     assert sorted(_metrics(child, "actor/grad_norm")) == [3, 4]  # continues after step 2
     assert all(v > 0 for v in _metrics(child, "actor/grad_norm").values())
