@@ -38,6 +38,7 @@ from training.backends.verl_overrides import (
     decide_resume,
     is_on_policy_distill,
     override_pairs,
+    planned_trainer_v1,
     render_overrides,
     reward_loop_workers,
 )
@@ -263,13 +264,13 @@ class VerlBackend:
         if not address:
             scratch = [ray_temp_dir(run_dir, attempt)] if cpu else []
             if cpu:
-                env.update(cpu_env(scratch[0]))
+                env.update(cpu_env(scratch[0], planned_trainer_v1(spec)))
             return LaunchPlan(argv=[python_executable(), "-m", ENTRY, *ov], env=env, cwd=str(run_dir),
                               scratch_dirs=scratch)
         # The driver and every worker of the job run on the cluster: what they need travels in the job's
         # runtime env (a runtime env passed to ray.init inside a submitted job is ignored by Ray).
         sub_id = submission_id(run_dir, attempt, spec.get("job_id", "x"))
-        job_env = {**(cpu_env() if cpu else {}), **ray_env, "HYDRA_FULL_ERROR": "1",
+        job_env = {**(cpu_env(None, planned_trainer_v1(spec)) if cpu else {}), **ray_env, "HYDRA_FULL_ERROR": "1",
                    "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
         argv = [_ray_cli(), "job", "submit", "--address", address, "--submission-id", sub_id,
                 "--runtime-env-json", json.dumps({"env_vars": job_env}), "--", "python3", "-m", ENTRY, *ov]

@@ -27,6 +27,8 @@ ROLLOUT_NAME = "hf"
 RAY_TMP_PREFIX = "rlhf-ray-"
 # Set on a private cluster: the folder where the trainer's ranks meet (plugin.private_rendezvous).
 STORE_DIR_ENV = "WORKBENCH_C10D_STORE_DIR"
+# Set for a V1 run (trainer.use_v1): the plugin then patches V1's rollout dump (v1_dump.py).
+V1_ENV = "WORKBENCH_VERL_V1"
 # Ray puts unix sockets under its temp dir; their paths must stay below ~107 characters.
 _MAX_TMP_LEN = 40
 # Jinja template that renders the chat as the bare text of its messages: a tokenizer without a
@@ -49,11 +51,11 @@ def ray_temp_dir(run_dir: Path, attempt: int) -> str:
     return os.path.join(base, f"{RAY_TMP_PREFIX}{digest}-{int(attempt)}")
 
 
-def cpu_env(ray_tmp: str | None = None) -> dict[str, str]:
+def cpu_env(ray_tmp: str | None = None, use_v1: bool = False) -> dict[str, str]:
     """Environment for main_ppo on CPU (added to the backend's base env).
 
     `ray_tmp`: the temp dir of the attempt's own Ray cluster; None for a job submitted to an existing
-    cluster, whose address and network stay as the cluster has them.
+    cluster, whose address and network stay as the cluster has them. `use_v1`: VERL's V1 trainer.
     """
     env = {
         "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE,
@@ -67,6 +69,8 @@ def cpu_env(ray_tmp: str | None = None) -> dict[str, str]:
         "HF_DATASETS_OFFLINE": "1",
         **RAY_STARTUP_ENV,  # a busy host starts Ray's processes slowly
     }
+    if use_v1:
+        env[V1_ENV] = "1"
     if ray_tmp:
         env.update({
             "RAY_ADDRESS": "",  # never join a cluster named by the worker's environment

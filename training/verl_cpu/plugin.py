@@ -43,7 +43,7 @@ from verl.utils.tokenizer import continuous_token_wiring as ct_wiring  # noqa: E
 from verl.workers.rollout import base as rollout_base  # noqa: E402
 from verl.workers.rollout.replica import RolloutReplicaRegistry  # noqa: E402
 
-from training.verl_cpu import ROLLOUT_NAME, STORE_DIR_ENV  # noqa: E402
+from training.verl_cpu import ROLLOUT_NAME, STORE_DIR_ENV, V1_ENV  # noqa: E402
 from training.verl_cpu import platform as _platform  # noqa: E402,F401 - registers the platform
 from training.verl_cpu.ray_startup import agent_ports_up_front, patient_node_lookup  # noqa: E402
 
@@ -158,5 +158,5 @@ if not trl_has_value_head():
 patient_node_lookup()
 agent_ports_up_front()
 
-if os.environ.get("TRANSFER_QUEUE_ENABLE") == "1":  # set by VERL for every Ray process of a V1 run
+if os.environ.get(V1_ENV) == "1":  # the plan sets it for a V1 run; Ray's processes inherit it
     from training.verl_cpu import v1_dump as _v1_dump  # noqa: E402,F401 - the rollout store's columns

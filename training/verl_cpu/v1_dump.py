@@ -6,7 +6,7 @@ V1 (`trainer.use_v1=true`) writes `rollout_data_dir/<step>.jsonl` in `PPOTrainer
 (our wrapper's "r/<component>", "err/<component>", "log/<component>"), which the legacy trainer and
 V1's own validation dump keep. The rollout store needs both (training.rollouts). This patch fills
 them in from the same TransferQueue rows ("uid" and "extra_fields.reward_extra_info") before the
-dump is written. Imported by the plugin only in a V1 run's processes (TRANSFER_QUEUE_ENABLE=1).
+dump is written. Imported by the plugin only in a V1 run's processes (V1_ENV in their environment).
 """
 from __future__ import annotations
 
