@@ -11,7 +11,7 @@ pytest.importorskip("verl")
 
 from training.backends.base import BackendError  # noqa: E402
 from training.backends.verl import VerlBackend  # noqa: E402
-from training.verl_cpu import PLAIN_CHAT_TEMPLATE, PLUGIN_MODULE, merge_overrides, ray_temp_dir  # noqa: E402
+from training.verl_cpu import PLAIN_CHAT_TEMPLATE, PLUGIN_MODULE, V1_ENV, merge_overrides, ray_temp_dir  # noqa: E402
 
 CPU = {"hp": {"device": "cpu"}}
 
@@ -35,7 +35,7 @@ def test_cpu_plan_composes_with_verls_config(verl_compose, make_run):
     assert ray_init._temp_dir == ray_temp_dir(run_dir, 1) == plan.scratch_dirs[0]
     assert plan.env["VERL_USE_EXTERNAL_MODULES"] == PLUGIN_MODULE and plan.env["VERL_PLATFORM"] == "cpu"
     assert plan.env["RAY_ADDRESS"] == ""  # a cluster named by the worker's environment is never joined
-    assert plan.env["GLOO_SOCKET_IFNAME"] == "lo"
+    assert plan.env["GLOO_SOCKET_IFNAME"] == "lo" and V1_ENV not in plan.env
     assert plan.env["WORKBENCH_C10D_STORE_DIR"].startswith(ray_init._temp_dir)  # ranks meet without a socket
     assert json.loads(json.dumps(plan.to_json()))["scratch_dirs"] == plan.scratch_dirs
 
@@ -128,8 +128,10 @@ def test_on_policy_distillation_on_cpu_gives_the_teacher_its_own_faked_gpu(verl_
 def test_the_v1_trainer_is_the_forms_choice_on_cpu_with_one_storage_unit(verl_compose, make_run):
     pytest.importorskip("transfer_queue")
     spec, run_dir = make_run({**CPU, "verl": {"use_v1": True}})
-    cfg = verl_compose(_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    plan = VerlBackend().prepare(spec, run_dir, 1)
+    cfg = verl_compose(_overrides(plan))
     assert cfg.trainer.use_v1 is True and cfg.trainer.device == "cpu"
+    assert plan.env[V1_ENV] == "1"  # the plugin patches V1's rollout dump in every Ray process
     # TransferQueue's default 8 storage actors (1 CPU each) would outgrow the private cluster's 8 slots
     assert cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
     assert cfg.ray_kwargs.ray_init.num_cpus == 8
