@@ -42,10 +42,11 @@ def _dump_generations(self, inputs, outputs, gts, scores, reward_extra_infos_dic
     keys = reward_extra_infos_dict.get("uid")
     if batch is not None and keys:
         data = tq.kv_batch_get(keys=list(keys), partition_id=batch.partition_id, select_fields=["uid", "extra_fields"])
-        extra = data.get("extra_fields", None)
-        infos = [(e or {}).get("reward_extra_info", {}) if isinstance(e, dict) else {}
+        # pop, as VERL does: it gives the non-tensor stack (tolist), where indexing gives a LinkedList
+        uids, extra = data.pop("uid").tolist(), data.pop("extra_fields", None)
+        infos = [e.get("reward_extra_info", {}) if isinstance(e, dict) else {}
                  for e in (extra.tolist() if extra is not None else [None] * len(keys))]
-        reward_extra_infos_dict = merge_extras(reward_extra_infos_dict, data["uid"].tolist(), infos)
+        reward_extra_infos_dict = merge_extras(reward_extra_infos_dict, uids, infos)
     return _original_dump(self, inputs, outputs, gts, scores, reward_extra_infos_dict, dump_path)
 
 
