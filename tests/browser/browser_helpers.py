@@ -101,6 +101,23 @@ _FOCUS_JS = """() => {
 }"""
 
 
+def open_new_job_form(page, live_server, project, engineer, folder: Path) -> Seeded:
+    """Seed the project, sign the engineer in and fill the New job form's dataset (sum-prompts), model (tiny) and
+    exact-match weight, as most job-form tests start."""
+    from tests.browser_support import login
+
+    engineer.set_password(PASSWORD)
+    engineer.save()
+    seeded = seed_project(project, engineer, folder)
+    login(page, live_server, engineer.username, PASSWORD)
+    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
+    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
+        select = page.get_by_label(label)
+        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
+    page.get_by_label("exact-match weight").fill("1")
+    return seeded
+
+
 def focused(page) -> dict | None:
     return page.evaluate(_FOCUS_JS)
 

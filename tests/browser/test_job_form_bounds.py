@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.browser_helpers import PASSWORD, seed_project
-from tests.browser_support import login
+from tests.browser.browser_helpers import open_new_job_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -13,15 +12,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_batch_size_zero_is_refused_on_its_field(page, live_server, project, engineer, tmp_path):
     from webapp.runs.models import Job
 
-    engineer.set_password(PASSWORD)
-    engineer.save()
-    seeded = seed_project(project, engineer, tmp_path)
-    login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
-    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
-        select = page.get_by_label(label)
-        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
-    page.get_by_label("exact-match weight").fill("1")
+    seeded = open_new_job_form(page, live_server, project, engineer, tmp_path)
     page.wait_for_selector("#preview-status:has-text('Ready to launch')")
 
     page.get_by_label("Batch size (prompts per step)").fill("0")

@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from tests.browser.browser_helpers import PASSWORD, seed_project
-from tests.browser_support import login
+from tests.browser.browser_helpers import open_new_job_form
 from training.guard_rules import parse_rules
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -17,15 +16,7 @@ def test_add_the_spike_and_garbled_rules_and_see_them_on_the_run_page(page, live
                                                                       tmp_path):
     from webapp.runs.models import Job, MetricPoint
 
-    engineer.set_password(PASSWORD)
-    engineer.save()
-    seeded = seed_project(project, engineer, tmp_path)
-    login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
-    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
-        select = page.get_by_label(label)
-        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
-    page.get_by_label("exact-match weight").fill("1")
+    seeded = open_new_job_form(page, live_server, project, engineer, tmp_path)
     page.get_by_label("Save a checkpoint every N steps").fill("5")
     rules = page.locator("#guard-rules-card")
     assert not rules.get_by_label("kl_spike", exact=True).is_checked()
