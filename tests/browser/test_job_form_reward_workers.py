@@ -6,8 +6,7 @@ import re
 
 import pytest
 
-from tests.browser.browser_helpers import PASSWORD, seed_project
-from tests.browser_support import login
+from tests.browser.browser_helpers import open_new_job_form
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -15,15 +14,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_set_the_reward_scoring_processes_on_the_job_form(page, live_server, project, engineer, tmp_path):
     from webapp.runs.models import Job
 
-    engineer.set_password(PASSWORD)
-    engineer.save()
-    seeded = seed_project(project, engineer, tmp_path)
-    login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
-    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
-        select = page.get_by_label(label)
-        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
-    page.get_by_label("exact-match weight").fill("1")
+    seeded = open_new_job_form(page, live_server, project, engineer, tmp_path)
     field = page.get_by_label("Reward scoring processes")
     assert field.input_value() == ""  # blank: min(CPU cores, 4)
     field.fill("0")
