@@ -15,10 +15,13 @@
   const data = {};       // name -> {step, value, time}
   const inherited = {};  // name -> the ancestors' points up to the branch step (a rolled-back run's past)
   const zoom = {};       // chart id -> {series: {...}} at full resolution for the visible range
+  const zoomAsked = {};  // chart id -> seq of its latest zoom or reset: an older read that lands late is dropped
   let events = cfg.events || [];
   let marks = cfg.marks || {evaluations: [], human: []};
   let lastStep = 0, lastEventId = events.reduce((m, e) => Math.max(m, e.id), 0);
-  let t0 = null, polling = false, isActive = cfg.isActive;
+  // No live poll before the first full read (it would append every point, not the downsampled ones);
+  // zoomSeq orders zoom reads after a full re-read so that a newer zoom survives it.
+  let t0 = null, polling = false, loaded = false, loading = false, zoomSeq = 0, isActive = cfg.isActive;
 
   // -- tabs -----------------------------------------------------------------------------------
   const tabs = Array.from(root.querySelectorAll('[role=tab]'));
@@ -251,6 +254,7 @@
   // -- zoom: fetch the visible range at full resolution -----------------------------------------
   async function onRelayout(chart, ev) {
     if (ev['xaxis.autorange']) {  // reset axes; a resize ({autosize}) keeps the zoomed range and its points
+      zoomAsked[chart.id] = ++zoomSeq;
       if (zoom[chart.id]) { delete zoom[chart.id]; render(chart); }
       return;
     }
@@ -262,9 +266,11 @@
     if (settings.xmode === 'step') params = {x0: a, x1: b};
     else if (settings.xmode === 'time') params = {t0: Date.parse(a) / 1000, t1: Date.parse(b) / 1000};
     else params = {t0: t0 + a * 3600, t1: t0 + b * 3600};
+    const seq = zoomAsked[chart.id] = ++zoomSeq;
     try {
       const r = await wb.get(cfg.api + 'metrics/?' + query([chart], params));
-      zoom[chart.id] = {series: r.series};
+      if (zoomAsked[chart.id] !== seq) return;
+      zoom[chart.id] = {series: r.series, seq};
       render(chart);
     } catch (e) { status('Could not load the zoomed range: ' + e.message, true); }
   }
@@ -296,17 +302,22 @@
   }
 
   async function loadAll() {
+    const before = zoomSeq;
+    loading = true;
     try {
       const r = await wb.get(cfg.api + 'metrics/?' + query(charts()));
-      Object.keys(zoom).forEach((k) => delete zoom[k]);
+      Object.keys(zoom).forEach((k) => { if (zoom[k].seq <= before) delete zoom[k]; });
       store(r.series);
+      loaded = true;
       lastStep = r.last_step || 0;
       renderAll();
       status(isActive ? `Live · step ${lastStep}` : `Finished (${cfg.state}) · last step ${lastStep}`);
     } catch (e) { status('Could not load the metrics: ' + e.message, true); }
+    loading = false;
   }
 
   async function poll() {
+    if (!loaded) { if (!loading) loadAll(); return; }  // the first read failed: try it again
     if (polling || !settings.live || document.hidden) return;
     polling = true;
     try {
