@@ -9,6 +9,7 @@ training/verl_cpu/platform.py), so a VERL CPU job puts one data-parallel worker 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import shutil
@@ -42,6 +43,20 @@ main()
 COUNT_ALIVE = """import sys
 from ray.util.state import list_nodes
 print(sum(node.state == "ALIVE" for node in list_nodes(address=sys.argv[1])))
+"""
+# Ray's record of one submitted job: its status, its actors (dead ones included: Ray keeps them) and the alive nodes.
+JOB_REPORT = """import json, sys
+from ray.job_submission import JobSubmissionClient
+from ray.util.state import list_actors, list_nodes
+address, sub_id = sys.argv[1], sys.argv[2]
+job = {j.submission_id: j for j in JobSubmissionClient(address).list_jobs()}.get(sub_id)
+actors = []
+if job is not None and job.job_id:
+    actors = [{"class": a.class_name, "state": a.state, "node": a.node_id, "pid": a.pid}
+              for a in list_actors(address=address, filters=[("job_id", "=", job.job_id)], limit=10000, detail=True)]
+print(json.dumps({"status": job.status.value if job else None, "job_id": job.job_id if job else None,
+                  "driver_node": job.driver_node_id if job else None, "actors": actors,
+                  "nodes": sorted(n.node_id for n in list_nodes(address=address) if n.state == "ALIVE")}))
 """
 
 
@@ -119,6 +134,26 @@ class LoopbackRayCluster:
                 return
             time.sleep(1)
         raise RuntimeError(f"the Ray cluster at {self.address} did not show {self.nodes} nodes: {last}")
+
+    def job_report(self, submission_id: str) -> dict:
+        """What Ray records of a submitted job (JOB_REPORT), asked from a fresh process with the cluster's token."""
+        out = subprocess.run([sys.executable, "-c", JOB_REPORT, self.address, submission_id], env=self.env,
+                             capture_output=True, text=True, timeout=START_TIMEOUT_S, stdin=subprocess.DEVNULL)
+        if out.returncode != 0:
+            raise RuntimeError(f"cannot read job {submission_id} from {self.address}: {out.stderr[-2000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def processes_with(self, text: str) -> list[int]:
+        """The cluster's live processes whose environment or command line holds `text` (a job's run dir)."""
+        found = []
+        for pid in self.processes():
+            try:
+                blob = Path(f"/proc/{pid}/environ").read_bytes() + Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if text.encode() in blob:
+                found.append(pid)
+        return found
 
     def listening(self) -> list[tuple[int, str, str, int]]:
         """(pid, name, ip, port) of every listening socket of the cluster's processes."""
