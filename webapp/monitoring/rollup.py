@@ -243,17 +243,18 @@ def rollup_build(job_id: int, name: str | None = None) -> int:
     return total
 
 
-def _bounds(job_id: int, name: str) -> tuple[int, int, int | None] | None:
-    """(first step, last step, rolled-up-through step) of a series in one round trip: two index
-    lookups on (job, name, step), never an aggregate over the series."""
+def _bounds_many(job_id: int, names: list[str]) -> dict[str, tuple[int, int, int | None]]:
+    """{name: (first step, last step, rolled-up-through step)} of several series in one round trip: two index
+    lookups on (job, name, step) a series, never an aggregate over a series. Names without points are left out."""
     points, _, state = _tables()
+    values = ", ".join(["(%s)"] * len(names))
     with connection.cursor() as cur:
-        cur.execute(f"SELECT (SELECT step FROM {points} WHERE job_id = %s AND name = %s ORDER BY step LIMIT 1), "
-                    f"(SELECT step FROM {points} WHERE job_id = %s AND name = %s ORDER BY step DESC LIMIT 1), "
-                    f"(SELECT through_step FROM {state} WHERE job_id = %s AND name = %s)",
-                    [job_id, name, job_id, name, job_id, name])
-        lo, hi, through = cur.fetchone()
-    return None if lo is None else (int(lo), int(hi), through)
+        one = f"(SELECT step FROM {points} p WHERE p.job_id = %s AND p.name = w.name ORDER BY step"
+        cur.execute(f"WITH wanted(name) AS (VALUES {values}) SELECT w.name, {one} LIMIT 1), {one} DESC LIMIT 1), "
+                    f"(SELECT through_step FROM {state} s WHERE s.job_id = %s AND s.name = w.name) FROM wanted w",
+                    [*names, job_id, job_id, job_id])
+        rows = cur.fetchall()
+    return {name: (int(lo), int(hi), through) for name, lo, hi, through in rows if lo is not None}
 
 
 def _heal(job_id: int, name: str, lo: int, hi: int, through: int | None) -> None:
@@ -278,38 +279,60 @@ def rollup_series(job_id: int, name: str, max_points: int, mode: str = "minmax",
                   step_range: tuple[float, float] | None = None) -> dict[str, Any] | None:
     """The downsampled series read from the rollups: per display bucket (aligned to multiples of
     `width` steps) its min and/or max point. None when the range is short enough to read raw."""
-    bounds = _bounds(job_id, name)
-    if bounds is None:
-        return None
-    lo, hi, through = bounds
-    if step_range is not None:
-        lo, hi = max(lo, math.floor(step_range[0])), min(hi, math.ceil(step_range[1]))
-        if lo > hi:
-            return None
-    chosen = plan(hi - lo + 1, max_points, mode)
-    if chosen is None:
-        return None
-    level, width = chosen
-    _heal(job_id, name, bounds[0], bounds[1], through)
-    sz = size(level)
+    return rollup_series_many(job_id, {name: mode}, max_points, step_range)[name]
+
+
+def rollup_series_many(job_id: int, modes: dict[str, str], max_points: int,
+                       step_range: tuple[float, float] | None = None) -> dict[str, dict[str, Any] | None]:
+    """rollup_series of several series ({name: mode}) in two round trips for all of them (their bounds, then
+    their buckets), not two a series: a run page asks for about ten at once."""
+    out: dict[str, dict[str, Any] | None] = dict.fromkeys(modes)
+    plans: dict[str, tuple[int, int, int, int]] = {}  # name: (lo, hi, level, width)
+    for name, (first, last, through) in _bounds_many(job_id, list(modes)).items():
+        lo, hi = first, last
+        if step_range is not None:
+            lo, hi = max(lo, math.floor(step_range[0])), min(hi, math.ceil(step_range[1]))
+            if lo > hi:
+                continue
+        chosen = plan(hi - lo + 1, max_points, modes[name])
+        if chosen is None:
+            continue
+        _heal(job_id, name, first, last, through)
+        plans[name] = (lo, hi, *chosen)
+    if not plans:
+        return out
     points, rollups, _ = _tables()
-    b0, b1 = lo // sz, hi // sz
-    # whole buckets from the pyramid; the two edge buckets may stick out of the range, so their
-    # in-range part comes raw. One round trip.
-    raw = (f"SELECT step, value, wall_time, step, value, wall_time FROM {points} WHERE job_id = %s AND name = %s "
+    # Per series: whole buckets from the pyramid; the two edge buckets may stick out of the range, so their
+    # in-range part comes raw. One UNION ALL over every series, each row tagged with its series.
+    raw = (f"SELECT %s, step, value, wall_time, step, value, wall_time FROM {points} WHERE job_id = %s AND name = %s "
            f"AND step >= %s AND step <= %s AND value IS NOT NULL")
+    parts, params = [], []
+    for k, (name, (lo, hi, level, _width)) in enumerate(plans.items()):
+        sz = size(level)
+        b0, b1 = lo // sz, hi // sz
+        parts += [f"SELECT %s, min_step, min_value, min_time, max_step, max_value, max_time FROM {rollups} "
+                  f"WHERE job_id = %s AND name = %s AND level = %s AND bucket > %s AND bucket < %s", raw, raw]
+        params += [k, job_id, name, level, b0, b1, k, job_id, name, lo, min(hi, (b0 + 1) * sz - 1),
+                   k, job_id, name, max(lo, b1 * sz, (b0 + 1) * sz), hi]
     with connection.cursor() as cur:
-        cur.execute(f"SELECT min_step, min_value, min_time, max_step, max_value, max_time FROM {rollups} "
-                    f"WHERE job_id = %s AND name = %s AND level = %s AND bucket > %s AND bucket < %s "
-                    f"UNION ALL {raw} UNION ALL {raw}",
-                    [job_id, name, level, b0, b1, job_id, name, lo, min(hi, (b0 + 1) * sz - 1),
-                     job_id, name, max(lo, b1 * sz, (b0 + 1) * sz), hi])
+        cur.execute(" UNION ALL ".join(parts), params)
         rows = cur.fetchall()
     if not rows:
-        return None
-    both = np.array(rows, dtype=np.float64)  # NULL wall times become nan
+        return out
+    tagged = np.array(rows, dtype=np.float64)  # NULL wall times become nan
+    for k, (name, (lo, hi, _level, width)) in enumerate(plans.items()):
+        both = tagged[tagged[:, 0] == k]
+        if len(both):
+            out[name] = _downsampled(both[:, 1:], lo, hi, width, modes[name])
+    return out
+
+
+def _downsampled(both: np.ndarray, lo: int, hi: int, width: int, mode: str) -> dict[str, Any] | None:
+    """A series' display points from its candidate rows (min step, value, time, max step, value, time)."""
     arr = np.concatenate([both[:, 0:3], both[:, 3:6]])
     arr = arr[np.isfinite(arr[:, 1])]
+    if not len(arr):
+        return None
     arr = arr[np.argsort(arr[:, 0], kind="stable")]
     arr = arr[np.r_[True, arr[1:, 0] != arr[:-1, 0]]]  # a point can be both a bucket's min and max
     steps = arr[:, 0].astype(np.int64)

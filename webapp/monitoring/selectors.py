@@ -78,13 +78,17 @@ def series_arrays(job_id: int, name: str, *, since_step: int | None = None,
     return arr[:, 0], arr[:, 1], arr[:, 2]
 
 
-def series_arrays_many(job_id: int, names: list[str], *, since_step: int,
+def series_arrays_many(job_id: int, names: list[str], *, since_step: int | None = None,
                        step_range: tuple[float, float] | None = None) -> dict[str, tuple[np.ndarray, ...]]:
-    """series_arrays of several series after `since_step` in one query (a live poll's new points)."""
+    """series_arrays of several series (after `since_step`) in one query: a live poll's new points, or the
+    short series of a chart."""
     marks = ", ".join(["%s"] * len(names))
     sql = [f"SELECT name, step, value, wall_time FROM {_table()} WHERE job_id = %s AND name IN ({marks}) "
-           "AND value IS NOT NULL AND step > %s"]
-    params: list[Any] = [job_id, *names, int(since_step)]
+           "AND value IS NOT NULL"]
+    params: list[Any] = [job_id, *names]
+    if since_step is not None:
+        sql.append("AND step > %s")
+        params.append(int(since_step))
     if step_range is not None:
         sql.append("AND step >= %s AND step <= %s")
         params += [math.floor(step_range[0]), math.ceil(step_range[1])]
@@ -130,15 +134,19 @@ def _step_span_of_times(job_id: int, name: str, t0: float, t1: float) -> tuple[f
     return None if lo is None else (float(lo), float(hi))
 
 
+_UNREAD = object()  # _one_series reads the rollups itself
+
+
 def _one_series(job: Job, name: str, mode: str, query: SeriesQuery,
-                arrays: tuple[np.ndarray, ...] | None = None) -> dict[str, Any]:
+                arrays: tuple[np.ndarray, ...] | None = None, rolled: Any = _UNREAD) -> dict[str, Any]:
     step_range = query.step_range
     if query.time_range is not None:
         step_range = _step_span_of_times(job.pk, name, *query.time_range)
         if step_range is None:
             return {"step": [], "value": [], "time": [], "total": 0, "downsampled": False}
     if not query.raw and query.since_step is None:
-        rolled = rollup.rollup_series(job.pk, name, query.max_points, mode, step_range)
+        if rolled is _UNREAD:
+            rolled = rollup.rollup_series(job.pk, name, query.max_points, mode, step_range)
         if rolled is not None:  # a long range: read the min/max pyramid, not every point
             return {"step": rolled["step"].tolist(), "value": rolled["value"].tolist(),
                     "time": _finite_or_none(rolled["time"]), "total": int(rolled["total"]), "downsampled": True,
@@ -171,11 +179,16 @@ def metric_series(job: Job, query: SeriesQuery) -> dict[str, Any]:
     out: dict[str, Any] = {}
     last_step = query.since_step or 0
     batch: dict[str, tuple[np.ndarray, ...]] = {}
-    if query.since_step is not None and query.time_range is None and modes:
-        # A live poll: every series' new points in one query, not one a series.
-        batch = series_arrays_many(job.pk, list(modes), since_step=query.since_step, step_range=query.step_range)
+    rolled: dict[str, Any] = {}
+    if query.time_range is None and modes:
+        if not query.raw and query.since_step is None:
+            # A chart load: every long series' bounds and rollup buckets in two queries, not two a series.
+            rolled = rollup.rollup_series_many(job.pk, modes, query.max_points, query.step_range)
+        rest = [name for name in modes if rolled.get(name) is None]
+        if rest:  # a live poll's new points, or the short series: one query for all of them
+            batch = series_arrays_many(job.pk, rest, since_step=query.since_step, step_range=query.step_range)
     for name, mode in modes.items():
-        out[name] = _one_series(job, name, mode, query, batch.get(name))
+        out[name] = _one_series(job, name, mode, query, batch.get(name), rolled.get(name, _UNREAD))
         if out[name]["step"]:
             last_step = max(last_step, out[name]["step"][-1])
     return {"series": out, "last_step": last_step}

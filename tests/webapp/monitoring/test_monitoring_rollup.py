@@ -129,3 +129,38 @@ def test_a_live_run_growing_step_by_step_keeps_its_rollups_exact_in_a_few_querie
 
 def after_sync_rollups(job, new):
     rollup.rollup_sync(job.pk, [(p.step, p.name) for p in new])
+
+
+def test_a_chart_of_ten_long_series_reads_them_all_in_two_queries(make_job, django_assert_max_num_queries):
+    job = make_job()
+    names = [f"series/{k}" for k in range(10)]
+    rng = np.random.default_rng(5)
+    MetricPoint.objects.bulk_create([MetricPoint(job=job, step=s, name=n, value=float(rng.normal(k, 1)),
+                                                 wall_time=1e9 + s)
+                                     for k, n in enumerate(names) for s in range(1, 6001)], batch_size=5000)
+    MetricPoint.objects.filter(job=job, name=names[3], step=4321).update(value=99.0)  # a spike in one of them
+    rollup.rollup_build(job.pk)
+    query = SeriesQuery(names=names[:8], lower=names[8:9], upper=names[9:], max_points=300,
+                        step_range=(101.5, 5_900.2))
+    with django_assert_max_num_queries(2):  # the bounds of all ten, then the buckets of all ten
+        many = metric_series(job, query)["series"]
+    assert 99.0 in many[names[3]]["value"]
+    for name in names:  # each as read alone, and as brute force over its raw points gives
+        mode = "min" if name == names[8] else "max" if name == names[9] else "minmax"
+        alone = rollup.rollup_series(job.pk, name, 300, mode, (101.5, 5_900.2))
+        assert many[name]["downsampled"] and many[name]["step"] == alone["step"].tolist()
+        raw = MetricPoint.objects.filter(job=job, name=name, step__gte=101, step__lte=5_901).order_by("step")
+        steps, values = map(np.array, zip(*raw.values_list("step", "value"), strict=True))
+        assert many[name]["step"] == steps[extremes_by_bucket(values, steps // alone["width"], mode)].tolist()
+
+
+def test_a_chart_of_short_series_reads_their_points_in_one_query(make_job, django_assert_max_num_queries):
+    job = make_job()
+    names = ["a", "b", "c"]
+    MetricPoint.objects.bulk_create([MetricPoint(job=job, step=s, name=n, value=float(s * (k + 1)), wall_time=1e9 + s)
+                                     for k, n in enumerate(names) for s in range(1, 201)])
+    with django_assert_max_num_queries(2):  # their bounds, then all their points
+        series = metric_series(job, SeriesQuery(names=names, max_points=1500))["series"]
+    for k, name in enumerate(names):
+        assert series[name]["step"] == list(range(1, 201)) and not series[name]["downsampled"]
+        assert series[name]["value"] == [float(s * (k + 1)) for s in range(1, 201)]
