@@ -85,9 +85,18 @@ def script_of(char: str) -> str | None:
     return "other" if name else None
 
 
+_ASCII_LETTERS = bytes(range(65, 91)) + bytes(range(97, 123))
+
+
 def script_counts(text: str) -> Counter[str]:
-    """Letters per script family (each distinct character looked up once)."""
+    """Letters per script family (each distinct character looked up once; ASCII text counted in C)."""
     out: Counter[str] = Counter()
+    if text.isascii():  # the usual response: its letters are A-Z and a-z, all Latin
+        raw = text.encode("ascii")
+        letters = len(raw) - len(raw.translate(None, _ASCII_LETTERS))
+        if letters:
+            out["latin"] = letters
+        return out
     for char, count in Counter(text).items():
         family = script_of(char)
         if family is not None:
@@ -100,6 +109,7 @@ _ROLES = "(?:system|user|assistant)"
 _MARKUP = re.compile(rf"<\|[^|>]{{0,40}}\|>{_ROLES}?|</?s>|\[/?INST\]|^{_ROLES}\s*$", re.M)
 
 
+@lru_cache(maxsize=4096)  # a group's samples share their prompt
 def dominant_script(text: str) -> str | None:
     """The script most of the text's letters are written in, chat-template markup left out."""
     counts = script_counts(_MARKUP.sub(" ", text))

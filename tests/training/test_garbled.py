@@ -65,3 +65,14 @@ def test_the_step_metrics_are_shares_of_responses():
 @pytest.mark.parametrize("name", garbled.METRICS)
 def test_the_metric_names_are_under_one_prefix(name):
     assert name.startswith("garbled/")
+
+
+@pytest.mark.parametrize("text", ["Plain ASCII: x = 3 + 4, so the answer is 7.", "", "1234 !?", "Ünïcödé mixed",
+                                  "Привет world"])
+def test_script_counts_of_ascii_text_are_those_of_the_general_count(text):
+    general = garbled.Counter()
+    for char in text:
+        family = garbled.script_of(char)
+        if family is not None:
+            general[family] += 1
+    assert garbled.script_counts(text) == general

@@ -88,3 +88,15 @@ def test_the_documented_job_spec_is_one_the_backends_accept():
     spec = JobSpec.from_dict(json.loads(blocks[0]))
     assert spec.version == SPEC_VERSION and spec.reward.components[1].type == "model"
     assert JobSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_read_jsonl_reads_what_pythons_json_reads(tmp_path):
+    """The fast parser where installed, Python's json for what it refuses (VERL's bare NaN) and for strict reads."""
+    lines = ['{"score": NaN, "x": Infinity}', '{"big": 123456789012345678901234567890}',
+             '{"text": "caf\\u00e9 \\ud83d\\ude00 \\u4e2d", "nested": {"a": [1, 2.5, null, true]}}', '{"e": 1e400}']
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert repr(read_jsonl(path, strict=True)) == repr([json.loads(line) for line in lines])
+    loose = read_jsonl(path)  # a dump: the same, but an integer beyond 64 bits may come as a float
+    assert repr(loose[:1] + loose[2:]) == repr([json.loads(line) for line in lines[:1] + lines[2:]])
+    assert loose[1]["big"] == pytest.approx(123456789012345678901234567890)
