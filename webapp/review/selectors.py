@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Sum
 
 from webapp.core.access import ProjectAccess
 from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus
@@ -45,12 +45,19 @@ def version_for_review(project, version_id: int) -> DatasetVersion | None:
 
 def progress(*, version: DatasetVersion, user, stats: VersionReviewStats | None = None) -> dict:
     """Counters only: never a COUNT over the version's rows."""
+    # The reviewer's counters and the version's claimed slots in one aggregate (read with the version's
+    # counters when the caller has not read those).
+    agg = {"claimed": Sum("assigned"), "assigned": Sum("assigned", filter=Q(reviewer=user.pk)),
+           "done": Sum("done", filter=Q(reviewer=user.pk))}
+    sums = None
     if stats is None:
-        stats = VersionReviewStats.objects.filter(pk=version.pk).first()
-    # The reviewer's counters and the version's claimed slots in one aggregate.
-    sums = ReviewerStats.objects.filter(version=version).aggregate(
-        claimed=Sum("assigned"), assigned=Sum("assigned", filter=Q(reviewer=user.pk)),
-        done=Sum("done", filter=Q(reviewer=user.pk)))
+        per_version = ReviewerStats.objects.filter(version=OuterRef("pk")).order_by().values("version")
+        stats = VersionReviewStats.objects.filter(pk=version.pk).annotate(
+            **{f"sum_{k}": Subquery(per_version.annotate(s=v).values("s")) for k, v in agg.items()}).first()
+        if stats is not None:
+            sums = {k: getattr(stats, f"sum_{k}") for k in agg}
+    if sums is None:
+        sums = ReviewerStats.objects.filter(version=version).aggregate(**agg)
     mine = (ReviewerStats(version=version, reviewer_id=user.pk, assigned=sums["assigned"], done=sums["done"] or 0)
             if sums["assigned"] is not None else None)
     total = stats.total if stats else version.row_count

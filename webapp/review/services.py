@@ -12,7 +12,7 @@ from collections.abc import Hashable, Mapping, Sequence
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from webapp.core.audit import audit
@@ -127,6 +127,32 @@ def _claim(*, version_id: int, reviewer, row_id: int, row_index: int, overlap: i
     return assignment
 
 
+def _claim_after(*, version_id: int, reviewer, cursor: int, overlap: int) -> Assignment | None:
+    """Find and take a slot of the first open pair after `cursor` in one statement, preferring pairs other
+    reviewers started (claims = overlap - 1 first, then fewer): the conditions are checked again on the row
+    it takes, so two reviewers never overfill a pair. None when there was none, or a concurrent claim won."""
+    q = connection.ops.quote_name
+    ps = q(PairState._meta.db_table)
+    picks = [f"(SELECT row_id FROM {ps} WHERE version_id = %s AND state = %s AND claims = %s AND row_index > %s "
+             f"ORDER BY row_index LIMIT 1)" for _ in range(overlap)]
+    params: list = [x for claims in range(overlap - 1, -1, -1) for x in (version_id, State.UNREVIEWED, claims, cursor)]
+    try:
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute(f"UPDATE {ps} SET claims = claims + 1 WHERE row_id = COALESCE({', '.join(picks)}, NULL) "
+                        f"AND state = %s AND claims < %s RETURNING row_id, row_index",
+                        [*params, State.UNREVIEWED, overlap])
+            taken = cur.fetchone()
+            if taken is None:
+                return None
+            assignment = Assignment.objects.create(
+                reviewer=reviewer, row_id=taken[0], version_id=version_id, row_index=taken[1],
+                left_is_chosen=orientation(row_id=taken[0], reviewer_id=reviewer.pk))
+            bump(ReviewerStats, {"version_id": version_id, "reviewer_id": reviewer.pk}, assigned=1)
+    except IntegrityError:
+        return None  # a concurrent request of the same reviewer claimed it first
+    return assignment
+
+
 _READ = object()  # assignment_claim reads the cursor itself
 
 
@@ -144,18 +170,12 @@ def assignment_claim(*, version: DatasetVersion, reviewer, overlap: int,
     cursor = -1 if cursor is None else cursor
     open_states = PairState.objects.filter(version_id=version.pk, state=State.UNREVIEWED)
     for _ in range(20):
-        candidate = None
-        for claims in range(overlap - 1, -1, -1):
-            candidate = (open_states.filter(claims=claims, row_index__gt=cursor).order_by("row_index")
-                         .values_list("pk", "row_index").first())
-            if candidate:
-                break
-        if candidate is None:
-            break
-        assignment = _claim(version_id=version.pk, reviewer=reviewer, row_id=candidate[0], row_index=candidate[1],
-                            overlap=overlap)
+        assignment = _claim_after(version_id=version.pk, reviewer=reviewer, cursor=cursor, overlap=overlap)
         if assignment is not None:
             return assignment
+        # Rare: nothing left ahead, or a concurrent claim took the pair first (then try again).
+        if not open_states.filter(claims__lt=overlap, row_index__gt=cursor).exists():
+            break
     # Behind the cursor: slots freed by released assignments or a raised overlap.
     mine = Assignment.objects.filter(reviewer=reviewer, row_id=OuterRef("pk"))
     for _ in range(20):
@@ -250,9 +270,16 @@ def review_submit(*, actor, project: Project, row: DatasetRow, choice: str, reas
         raise ApplicationError(f"Keep the reason under {REASON_MAX} characters.", field="reason")
     time_ms = max(0, min(int(time_ms or 0), TIME_MS_MAX))
     ensure_pair_states(version=row.version)
-    state = PairState.objects.select_for_update().get(pk=row.pk)
+    # The locked state comes with the actor's assignment of the pair, if any: one query for both.
+    held = Assignment.objects.filter(reviewer=actor, row=OuterRef("pk"))
+    state = (PairState.objects.select_for_update(of=("self",))
+             .annotate(held_id=Subquery(held.values("pk")[:1]), held_left=Subquery(held.values("left_is_chosen")[:1]),
+                       held_done=Subquery(held.values("done")[:1])).get(pk=row.pk))
     work = {"time_ms_total": time_ms}
-    assignment = Assignment.objects.filter(reviewer=actor, row=row).first()
+    assignment = None
+    if state.held_id is not None:
+        assignment = Assignment(pk=state.held_id, reviewer=actor, row=row, version_id=row.version_id,
+                                row_index=row.index, left_is_chosen=state.held_left, done=state.held_done)
     if assignment is None:
         assignment = _claim(version_id=row.version_id, reviewer=actor, row_id=row.pk, row_index=row.index,
                             overlap=project.review_overlap, count=False)
