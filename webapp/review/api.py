@@ -32,13 +32,6 @@ def _invalid(ser: serializers.Serializer) -> Response:
     return Response({"detail": detail, "field": field, "errors": ser.errors}, status=status.HTTP_400_BAD_REQUEST)
 
 
-def _version(access, version_id: int):
-    version = selectors.version_for_review(access.project, version_id)
-    if version is None:
-        raise Http404("No ready preference dataset version with this id in this project.")
-    return version
-
-
 def _row(version, row_id: int) -> DatasetRow:
     row = selectors.load_row(version, row_id)
     if row is None:
@@ -72,8 +65,7 @@ class NextItemApi(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, version_id):
-        access = project_access(request.user, slug, Role.REVIEWER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.REVIEWER)
         try:
             stats = services.ensure_pair_states(version=version)
         except ApplicationError as exc:
@@ -89,8 +81,7 @@ class PrevItemApi(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, version_id):
-        access = project_access(request.user, slug, Role.REVIEWER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.REVIEWER)
         before = _int_param(request, "before")
         if before is None:
             return Response({"detail": "Give ?before=<row index>.", "field": "before"}, status=400)
@@ -104,8 +95,7 @@ class PrevItemApi(APIView):
 class ItemApi(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, version_id, row_id):
-        access = project_access(request.user, slug, Role.VIEWER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.VIEWER)
         row = _row(version, row_id)
         return Response({"item": selectors.item_payload(row=row, user=request.user, access=access),
                          "progress": selectors.progress(version=version, user=request.user)})
@@ -122,8 +112,7 @@ class SubmitReviewApi(APIView):
     serializer_class = ReviewInputSerializer
 
     def post(self, request, slug, version_id, row_id):
-        access = project_access(request.user, slug, Role.REVIEWER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.REVIEWER)
         row = _row(version, row_id)
         ser = ReviewInputSerializer(data=request.data)
         if not ser.is_valid():
@@ -148,8 +137,7 @@ class EditApi(APIView):
     serializer_class = EditInputSerializer
 
     def post(self, request, slug, version_id, row_id):
-        access = project_access(request.user, slug, Role.REVIEWER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.REVIEWER)
         row = _row(version, row_id)
         ser = EditInputSerializer(data=request.data)
         if not ser.is_valid():
@@ -172,8 +160,7 @@ class CommentApi(APIView):
     serializer_class = CommentInputSerializer
 
     def post(self, request, slug, version_id, row_id):
-        access = project_access(request.user, slug, Role.REVIEWER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.REVIEWER)
         row = _row(version, row_id)
         ser = CommentInputSerializer(data=request.data)
         if not ser.is_valid():
@@ -195,8 +182,8 @@ class ResolveApi(APIView):
     serializer_class = ResolveInputSerializer
 
     def post(self, request, slug, version_id, row_id):
-        access = project_access(request.user, slug, Role.ADMIN)
-        row = _row(_version(access, version_id), row_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.ADMIN)
+        row = _row(version, row_id)
         ser = ResolveInputSerializer(data=request.data)
         if not ser.is_valid():
             return _invalid(ser)
@@ -212,8 +199,7 @@ class ResolveApi(APIView):
 class StatsApi(APIView):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, version_id):
-        access = project_access(request.user, slug, Role.VIEWER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.VIEWER)
         return Response(version_stats(version=version, overlap=access.project.review_overlap))
 
 
@@ -222,8 +208,7 @@ class ConflictsApi(APIView):
 
     @extend_schema(responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, version_id):
-        access = project_access(request.user, slug, Role.ENGINEER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.ENGINEER)
         page, next_after = selectors.conflicts_page(version=version, after=_int_param(request, "after"))
         reviews = selectors.reviews_by_row([s.pk for s in page])
         items = [{"row_id": s.pk, "index": s.row_index, "state": s.state, "votes": list(s.votes),
@@ -242,8 +227,7 @@ class BulkApi(APIView):
     serializer_class = BulkInputSerializer
 
     def post(self, request, slug, version_id):
-        access = project_access(request.user, slug, Role.ENGINEER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.ENGINEER)
         ser = BulkInputSerializer(data=request.data)
         if not ser.is_valid():
             return _invalid(ser)
@@ -274,8 +258,7 @@ class ExportApi(APIView):
 
     @extend_schema(responses=OpenApiTypes.BINARY)
     def get(self, request, slug, version_id):
-        access = project_access(request.user, slug, Role.ENGINEER)
-        version = _version(access, version_id)
+        access, version = selectors.review_access(request.user, slug, version_id, Role.ENGINEER)
         fmt = request.query_params.get("format", "")
         style = request.query_params.get("trl_style") or "auto"
         if fmt not in ("verl", "trl", "jsonl") or style not in ("auto", "standard", "conversational"):

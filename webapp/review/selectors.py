@@ -4,8 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery, Sum
+from django.http import Http404
 
-from webapp.core.access import ProjectAccess
+from webapp.core.access import ProjectAccess, access_of, member_role_of, project_access
 from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus
 from webapp.review.models import (
     Assignment,
@@ -35,12 +36,19 @@ def review_versions(project) -> QuerySet[DatasetVersion]:
             .select_related("dataset").order_by("dataset__name", "-number"))
 
 
-def version_for_review(project, version_id: int) -> DatasetVersion | None:
-    """The version with its review counters (when started) in one query; its project is the one given."""
-    version = review_versions(project).select_related("review_stats").filter(pk=version_id).first()
-    if version is not None:
-        version.dataset.project = project
-    return version
+def review_access(user, slug: str, version_id: int, min_role: str) -> tuple[ProjectAccess, DatasetVersion]:
+    """The user's access to project `slug` and its ready preference version `version_id` (with its review
+    counters) in one query: the review screen's requests each need both. 404 / 403 as project_access gives
+    them, checked before the version's own 404."""
+    version = (DatasetVersion.objects.filter(dataset__project__slug=slug, dataset__kind=DatasetKind.PREFERENCE,
+                                             status=VersionStatus.READY, pk=version_id)
+               .select_related("dataset__project", "review_stats")
+               .annotate(**member_role_of(user, "dataset__project_id")).first())
+    if version is None:
+        project_access(user, slug, min_role)  # no such project, or no access to it: its answer first
+        raise Http404("No ready preference dataset version with this id in this project.")
+    access = access_of(user, version.dataset.project, getattr(version, "member_role", None), min_role)
+    return access, version
 
 
 def progress(*, version: DatasetVersion, user, stats: VersionReviewStats | None = None) -> dict:

@@ -50,7 +50,7 @@ DATA_SOURCES_MAX = 500  # offered in the list filter
 
 def ensure_pair_states(*, version: DatasetVersion) -> VersionReviewStats:
     """Create the review state of every row of a ready version once (idempotent); return its counters
-    (those loaded with the version when it was read with them, see selectors.version_for_review)."""
+    (those loaded with the version when it was read with them, see selectors.review_access)."""
     try:
         stats = version.review_stats
     except VersionReviewStats.DoesNotExist:

@@ -22,13 +22,6 @@ from webapp.review.models import ReviewerStats, Source, VersionReviewStats
 from webapp.review.stats import version_stats
 
 
-def _version(access, version_id: int):
-    version = selectors.version_for_review(access.project, version_id)
-    if version is None:
-        raise Http404("No ready preference dataset version with this id in this project.")
-    return version
-
-
 def _ctx(access, version=None, **extra) -> dict:
     return {"project": access.project, "access": access, "version": version, **extra}
 
@@ -50,8 +43,7 @@ def index(request, slug):
 
 
 def screen(request, slug, version_id):
-    access = project_access(request.user, slug, Role.REVIEWER)
-    version = _version(access, version_id)
+    access, version = selectors.review_access(request.user, slug, version_id, Role.REVIEWER)
     try:
         services.ensure_pair_states(version=version)
     except ApplicationError as exc:
@@ -69,8 +61,7 @@ def _reviewer_choices(project) -> list[tuple[int, str]]:
 
 
 def pairs(request, slug, version_id):
-    access = project_access(request.user, slug, Role.ENGINEER)
-    version = _version(access, version_id)
+    access, version = selectors.review_access(request.user, slug, version_id, Role.ENGINEER)
     try:
         counters = services.ensure_pair_states(version=version)
     except ApplicationError as exc:
@@ -132,15 +123,13 @@ def _only_state(f: selectors.PairFilter) -> bool:
 
 
 def stats(request, slug, version_id):
-    access = project_access(request.user, slug)
-    version = _version(access, version_id)
+    access, version = selectors.review_access(request.user, slug, version_id, Role.VIEWER)
     data = version_stats(version=version, overlap=access.project.review_overlap)
     return render(request, "review/stats.html", _ctx(access, version, stats=data))
 
 
 def conflicts(request, slug, version_id):
-    access = project_access(request.user, slug, Role.ENGINEER)
-    version = _version(access, version_id)
+    access, version = selectors.review_access(request.user, slug, version_id, Role.ENGINEER)
     page, next_after = selectors.conflicts_page(version=version, after=_after(request))
     counters = VersionReviewStats.objects.filter(pk=version.pk).first()
     return render(request, "review/conflicts.html", _ctx(
@@ -150,8 +139,7 @@ def conflicts(request, slug, version_id):
 
 
 def item(request, slug, version_id, row_id):
-    access = project_access(request.user, slug, Role.ENGINEER)
-    version = _version(access, version_id)
+    access, version = selectors.review_access(request.user, slug, version_id, Role.ENGINEER)
     services.ensure_pair_states(version=version)
     row = selectors.load_row(version, row_id)
     if row is None:
@@ -187,8 +175,7 @@ def _safe_next(url: str) -> str:
 
 @require_POST
 def release(request, slug, version_id):
-    access = project_access(request.user, slug, Role.ADMIN)
-    version = _version(access, version_id)
+    access, version = selectors.review_access(request.user, slug, version_id, Role.ADMIN)
     form = ReleaseForm(request.POST)
     if form.is_valid():
         reviewer = get_user_model().objects.filter(pk=form.cleaned_data["reviewer"]).first()
@@ -205,8 +192,7 @@ def release(request, slug, version_id):
 
 def export(request, slug, version_id):
     """Download the approved pairs of a version (edits and swaps applied) as VERL, TRL or plain JSONL."""
-    access = project_access(request.user, slug, Role.ENGINEER)
-    version = _version(access, version_id)
+    access, version = selectors.review_access(request.user, slug, version_id, Role.ENGINEER)
     form = ExportForm(request.GET)
     if not form.is_valid():
         messages.error(request, "Choose an export format: verl, trl or jsonl.")

@@ -104,3 +104,12 @@ def test_a_version_of_another_project_is_404(as_user, api_for, admin_user, proje
     assert api_for(admin_user).get(API + f"{foreign.pk}/next/").status_code == 404
     prompts = make(project, name="arith", kind="prompts")
     assert api_for(admin_user).get(API + f"{prompts.pk}/next/").status_code == 404
+
+
+def test_the_role_is_judged_before_the_version_is_looked_up(api_for, ctx, request):
+    """A missing version answers as the project does for the caller: 404 to an outsider, 403 to a role too low."""
+    missing = API + f"{ctx['v'] + 10_000}/next/"
+    outsider, viewer, reviewer = (request.getfixturevalue(r) for r in ROLES[:3])
+    assert api_for(outsider).get(missing).status_code == 404
+    assert api_for(viewer).get(missing).status_code == 403
+    assert api_for(reviewer).get(missing).status_code == 404
