@@ -65,6 +65,7 @@ class Setting:
     local: bool = True  # the local trainer reads it
     verl: Verl | None = None
     app: bool = False  # acted on by the app (monitoring, queues) whatever the backend
+    advice: Callable[[Any], str | None] | None = None  # a warning for a valid but risky value (never blocks)
 
     @property
     def backends(self) -> tuple[str, ...]:
@@ -171,6 +172,20 @@ def _kl_coef(kl: Any, spec: dict) -> Pairs:
     return [(f"{ACTOR}.use_kl_loss", float(kl) > 0 and not distill), (f"{ACTOR}.kl_loss_coef", float(kl))]
 
 
+KL_USUAL = (0.01, 0.05)
+
+
+def _kl_advice(kl: float) -> str | None:
+    if kl == 0:
+        return "KL coefficient 0: no KL term and no reference model; nothing keeps the policy near the reference, " \
+               "so reward hacking is likely."
+    low, high = KL_USUAL
+    if low <= kl <= high:
+        return None
+    risk = "the policy may drift and hack the reward" if kl < low else "learning may stall"
+    return f"KL coefficient {kl:g} is outside the usual {low:g}–{high:g}: {risk}."
+
+
 def _every(path: str) -> Callable[[Any, dict], Pairs]:
     """0 means "never" in the form; VERL spells it -1."""
     return lambda value, spec: [(path, int(value) if value else -1)]
@@ -235,8 +250,8 @@ SETTINGS: tuple[Setting, ...] = (
     S(key="group_size", type="int", default=4, label="Group size n (samples per prompt)", group="GRPO",
       help="GRPO needs at least 2.", low=1, high=1024, kinds=("grpo",), verl=Verl((f"{ROLLOUT}.n",), planned=True)),
     S(key="kl_coef", type="float", default=0.02, label="KL coefficient", group="GRPO",
-      help="Recommended range 0.01–0.05.", low=0, high=10, kinds=("grpo",),
-      verl=Verl((f"{ACTOR}.kl_loss_coef",), convert=_kl_coef)),
+      help="Recommended range 0.01–0.05; 0 turns the KL term and the reference model off.", low=0, high=10,
+      kinds=("grpo",), advice=_kl_advice, verl=Verl((f"{ACTOR}.kl_loss_coef",), convert=_kl_coef)),
     S(key="kl_loss_type", type="choice", default="low_var_kl", label="KL estimator", group="GRPO",
       choices=("low_var_kl", "kl", "abs", "mse"), kinds=("grpo",), verl=Verl((f"{ACTOR}.kl_loss_type",))),
     S(key="temperature", type="float", default=1.0, label="Sampling temperature", group="GRPO", low=0, high=10,
@@ -360,11 +375,13 @@ def settings_for(kind: str, backend: str) -> list[Setting]:
     return [s for s in SETTINGS if s.offered(kind, backend)]
 
 
-def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend: str, errors: dict[str, str]) -> None:
+def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend: str, errors: dict[str, str],
+                    warnings: dict[str, str] | None = None) -> None:
     """The schema's one pass over a launch's settings: each override (flat key -> raw value) refused when unknown
     or not used by `backend`, else coerced by its type and set in `config`; then every setting of `kind` on
-    `backend` checked against its range (a preset's, a stored job's or an override's value alike). Errors go
-    into `errors` by key; a key already there is not checked again."""
+    `backend` checked against its range (a preset's, a stored job's or an override's value alike), and a valid but
+    risky value given its advice in `warnings`. Errors go into `errors` by key; a key already there is not checked
+    again."""
     for key, raw in overrides.items():
         setting = BY_KEY.get(key)
         if setting is None:
@@ -383,9 +400,14 @@ def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend:
     for s in SETTINGS:  # the ranges first: the checks between settings divide by some of these values
         if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
             continue
-        message = s.range_error(value_of(config, s.key))
+        value = value_of(config, s.key)
+        message = s.range_error(value)
         if message:
             errors.setdefault(s.key, message)
+        elif s.advice is not None and warnings is not None and value is not None:
+            note = s.advice(value)
+            if note:
+                warnings[s.key] = note
 
 
 def parse_section(raw: dict | None, settings: tuple[Setting, ...],

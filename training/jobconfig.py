@@ -46,9 +46,6 @@ __all__ = ["BACKENDS", "BY_FORM_NAME", "BY_KEY", "KINDS", "PRESETS", "SETTINGS",
            "coerce", "flatten_overrides", "get_value", "parse_set_args",
            "resolve_config", "settings_for", "to_yaml"]
 
-KL_RECOMMENDED = (0.01, 0.05)
-
-
 def get_value(config: dict, key: str) -> Any:
     return value_of(config, key)
 
@@ -180,21 +177,12 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
             StallConfig.from_dict(config["stall"])
         except StallConfigError as exc:
             errors["stall"] = f"Stall detection: {exc}."
-    apply_overrides(config, flatten_overrides(overrides), kind, backend, errors)  # typed and range-checked
+    # typed, range-checked and advised by the schema, once
+    apply_overrides(config, flatten_overrides(overrides), kind, backend, errors, warnings)
     _check_rules(config, errors)
     _check_between(kind, backend, config, errors, warnings)
     _check_context(kind, backend, config, ctx, errors, warnings)
     return config, errors, warnings
-
-
-def check_settings(kind: str, backend: str, config: dict) -> tuple[dict[str, str], dict[str, str]]:
-    """(errors, warnings) of a resolved config's settings on their own: the schema's ranges and the checks
-    between settings. What the New job form runs (inside resolve_config), and what the local trainer runs on
-    job.json's hp."""
-    errors: dict[str, str] = {}
-    warnings: dict[str, str] = {}
-    _check_values(kind, backend, config, errors, warnings)
-    return errors, warnings
 
 
 def _err(errors: dict, key: str, message: str) -> None:
@@ -214,16 +202,6 @@ def local_hp(kind: str, raw: dict | None) -> tuple[dict[str, Any], dict[str, str
     return hp, errors
 
 
-def _check_values(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
-    for s in SETTINGS:  # the schema's ranges first: the checks below divide by some of these values
-        if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
-            continue
-        message = s.range_error(get_value(config, s.key))
-        if message:
-            _err(errors, s.key, message)
-    _check_between(kind, backend, config, errors, warnings)
-
-
 def _check_between(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
     """The checks between settings; a check that reads a value already refused (in `errors`) is skipped."""
     hp, verl = config["hp"], config["verl"]
@@ -233,7 +211,7 @@ def _check_between(kind: str, backend: str, config: dict, errors: dict, warnings
         return not (bad & set(keys))
 
     if kind == "grpo":
-        _check_grpo(hp, errors, warnings, ok)
+        _check_grpo(hp, errors, ok)
     if ok("max_prompt_length", "max_response_length", "max_seq_len") and \
             hp["max_prompt_length"] + hp["max_response_length"] > hp["max_seq_len"]:
         _err(errors, "max_seq_len",
@@ -266,21 +244,10 @@ def _check_rules(config: dict, errors: dict) -> None:
                                                      "run saves none: set a save frequency, or choose warn or stop.")
 
 
-def _check_grpo(hp: dict, errors: dict, warnings: dict, ok) -> None:
+def _check_grpo(hp: dict, errors: dict, ok) -> None:
     if ok("group_size") and hp["group_size"] < 2:
         _err(errors, "group_size", "GRPO needs a group size n of at least 2 (it compares the samples of one prompt), "
                                    f"got {hp['group_size']}.")
-    if ok("kl_coef"):
-        kl = hp["kl_coef"]
-        low, high = KL_RECOMMENDED
-        if kl < 0:
-            _err(errors, "kl_coef", "The KL coefficient cannot be negative.")
-        elif kl == 0:
-            warnings["kl_coef"] = ("KL coefficient 0: nothing keeps the policy near the reference; "
-                                   "reward hacking is likely.")
-        elif not low <= kl <= high:
-            risk = "the policy may drift and hack the reward" if kl < low else "learning may stall"
-            warnings["kl_coef"] = f"KL coefficient {kl:g} is outside the usual {low:g}–{high:g}: {risk}."
 
 
 def _check_batches(kind: str, backend: str, hp: dict, verl: dict, errors: dict, ok) -> None:

@@ -11,7 +11,8 @@ Standard library only.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -184,8 +185,22 @@ class JobSpec:
         return write_json(RunDir(run_dir).job_spec, self.to_dict())
 
 
-def read_spec(run_dir: str | Path) -> JobSpec:
-    """Read and check `<run_dir>/job.json`; JobSpecError says what is wrong with it."""
+def write_spec(run_dir: str | Path, raw: dict[str, Any]) -> dict[str, Any]:
+    """Check `raw` as a job spec and write it as `<run_dir>/job.json`, once; returns what the file holds."""
+    spec = JobSpec.from_dict(raw).to_dict()
+    write_json(RunDir(run_dir).job_spec, spec)
+    return spec
+
+
+HpCheck = Callable[[str, dict[str, Any]], tuple[dict[str, Any], dict[str, str]]]
+
+
+def read_spec(run_dir: str | Path, hp_check: HpCheck | None = None) -> JobSpec:
+    """Read and check `<run_dir>/job.json`; JobSpecError says what is wrong with it.
+
+    `hp_check(kind, hp) -> (hp, errors)` types and checks the hyperparameters as a backend reads them (the local
+    trainer passes `training.jobconfig.local_hp`, the New job form's checks); the first error is refused as
+    "hp.<key>: <message>" and the spec holds the checked values."""
     path = RunDir(run_dir).job_spec
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -193,4 +208,11 @@ def read_spec(run_dir: str | Path) -> JobSpec:
         raise JobSpecError(f"no job.json in {Path(run_dir)}") from None
     except ValueError as exc:
         raise JobSpecError(f"{path} is not valid JSON: {exc}") from None
-    return JobSpec.from_dict(raw)
+    spec = JobSpec.from_dict(raw)
+    if hp_check is None:
+        return spec
+    hp, errors = hp_check(spec.kind, spec.hp)
+    if errors:
+        key, message = next(iter(errors.items()))
+        raise JobSpecError(f"hp.{key}: {message}")
+    return replace(spec, hp=hp)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from training import rundir
-from training.jobspec import JobSpec, JobSpecError, read_spec
+from training.jobspec import JobSpecError, read_spec
 from training.rundir import RunDir
 
 # Repository root: `training/` must be importable by every process we launch (Ray workers too).
@@ -93,14 +93,6 @@ def load_spec(run_dir: Path) -> dict[str, Any]:
     """Read and check `<run_dir>/job.json` (training.jobspec); its plain form for the override builders."""
     try:
         return read_spec(run_dir).to_dict()
-    except JobSpecError as exc:
-        raise BackendError(f"job spec: {exc}") from None
-
-
-def check_spec(spec: dict[str, Any]) -> JobSpec:
-    """The typed job spec of `spec`; a spec no backend can trust is a permanent BackendError."""
-    try:
-        return JobSpec.from_dict(spec)
     except JobSpecError as exc:
         raise BackendError(f"job spec: {exc}") from None
 

@@ -10,7 +10,6 @@ from training.backends.base import (
     LaunchPlan,
     attempt_dir,
     base_env,
-    check_spec,
     python_executable,
 )
 from training.rundir import RunDir
@@ -20,8 +19,7 @@ class LocalBackend:
     name = "local"
 
     def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
-        """Return the command for the local trainer; it reads job.json itself."""
-        check_spec(spec)
+        """Return the command for the local trainer; it reads (and checks) job.json itself."""
         run_dir = Path(run_dir).resolve()
         if not RunDir(run_dir).job_spec.exists():
             raise BackendError(f"{run_dir} has no job.json: the web app writes it before launch")

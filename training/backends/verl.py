@@ -30,7 +30,6 @@ from training.backends.base import (
     LaunchPlan,
     base_env,
     check_attempt,
-    check_spec,
     python_executable,
 )
 from training.backends.verl_overrides import (
@@ -212,8 +211,7 @@ class VerlBackend:
 
     def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
         run_dir = Path(run_dir).resolve()
-        check_attempt(attempt)
-        check_spec(spec)
+        check_attempt(attempt)  # `spec` is job.json as the worker wrote it (typed by training.jobspec): trusted
         verl_cfg = spec.get("verl") or {}
         _check_model_dir("model.path", (spec.get("model") or {}).get("path"))
         cpu = is_cpu_job(spec)

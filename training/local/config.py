@@ -67,7 +67,7 @@ class Job:
     reward: dict | None = None
     resume_from: Path | None = None
     sandbox: dict = field(default_factory=dict)
-    raw: dict = field(default_factory=dict)
+    job_id: str = ""
 
     @property
     def lora_rank(self) -> int:
@@ -82,25 +82,22 @@ def _path(run_dir: Path, value: Any, what: str) -> Path:
 
 
 def load_job(run_dir: str | Path) -> Job:
-    """Read and validate `<run_dir>/job.json`."""
+    """Read and validate `<run_dir>/job.json`: its hp checked once, as the New job form checks them."""
     run_dir = Path(run_dir).resolve()
     try:
-        spec = read_spec(run_dir)
+        spec = read_spec(run_dir, hp_check=local_hp)
     except JobSpecError as exc:
         raise JobError(str(exc)) from None
-    raw = spec.to_dict()
-    hp, errors = local_hp(spec.kind, spec.hp)  # the form's checks, run once on job.json's own values
-    _raise_first(errors)
     job = Job(
         run_dir=run_dir, kind=spec.kind,
         model_path=_path(run_dir, spec.model.path, "model.path"),
         train_path=_path(run_dir, spec.data.train, "data.train"),
         val_path=_path(run_dir, spec.data.val, "data.val") if spec.data.val else None,
-        hp=HParams.checked(hp),
+        hp=HParams.checked(spec.hp),
         teacher_path=_path(run_dir, spec.teacher.path, "teacher.path") if spec.teacher else None,
-        reward=raw["reward"] if spec.reward.components else None,
+        reward=spec.reward.to_dict() if spec.reward.components else None,
         resume_from=Path(spec.resume_from) if spec.resume_from else None,
-        sandbox=spec.sandbox, raw=raw,
+        sandbox=spec.sandbox, job_id=spec.job_id,
     )
     validate(job)
     return job

@@ -112,7 +112,7 @@ def save_checkpoint(job: Job, algo: Algorithm, sampler: EpochSampler, step: int,
                     "rng": rng_state()}, tmp / "trainer_state.pt")
 
     manifest = {"kind": job.kind, "format": "local", "lora": job.lora_rank > 0, "base_model": str(job.model_path),
-                "job_id": job.raw.get("job_id"), "attempt": ckpts.current_attempt(),
+                "job_id": job.job_id, "attempt": ckpts.current_attempt(),
                 "metrics": {k: v for k, v in metrics.items() if _finite(v)}}
     root = RunDir(job.run_dir).checkpoints
     path = ckpts.publish_checkpoint(root, step, write, manifest)

@@ -211,9 +211,7 @@ def write_run_files(job: Job, run_dir: Path, resume_from: str | None) -> dict[st
             write_jsonl(run.data("val"), val)
         for rv in job.reward_versions.select_related("function"):
             write_atomic(run.reward_dir / reward_filename(rv), rv.source)
-    spec = job_spec(job, resume_from=resume_from or None, has_val=run.data("val").exists())
-    write_json(run.job_spec, spec)
-    return spec
+    return job_spec(job, resume_from=resume_from or None, has_val=run.data("val").exists(), write_to=run_dir)
 
 
 def _fail(job: Job, attempt: JobAttempt | None, message: str) -> None:

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db.models import Max
 
 from training import jobconfig as cfg
-from training.jobspec import JobSpec
+from training.jobspec import JobSpec, write_spec
 from training.length_preflight import check as preflight_check
 from training.reward_mix import SHAPINGS
 from webapp.core.services import ApplicationError
@@ -250,8 +250,10 @@ def sandbox_block() -> dict[str, Any]:
 
 def build_spec(*, job_id: Any, kind: str, backend: str, config: dict, base_model: ModelEntry,
                teacher_model: ModelEntry | None, reward_spec: dict, versions: list[RewardVersion],
-               models: list[ModelEntry], has_val: bool = True, resume_from: str | None = None) -> dict[str, Any]:
-    """The job.json of a job (also used, with a placeholder id, for the pre-launch preview)."""
+               models: list[ModelEntry], has_val: bool = True, resume_from: str | None = None,
+               write_to: Path | None = None) -> dict[str, Any]:
+    """The job.json of a job (also used, with a placeholder id, for the pre-launch preview), typed and
+    versioned by `training.jobspec`: what both backends read. `write_to`: the run directory to write it into."""
     hp = json.loads(json.dumps(config["hp"]))
     if backend == "verl" and hp.get("micro_batch_size"):
         hp["micro_batch_size_per_gpu"] = hp["micro_batch_size"]
@@ -268,17 +270,17 @@ def build_spec(*, job_id: Any, kind: str, backend: str, config: dict, base_model
         spec["verl"] = dict(config.get("verl") or {})
     spec["resume_from"] = resume_from
     spec["sandbox"] = sandbox_block()
-    return JobSpec.from_dict(spec).to_dict()  # typed and versioned: what both backends read
+    return write_spec(write_to, spec) if write_to is not None else JobSpec.from_dict(spec).to_dict()
 
 
-def job_spec(job, resume_from: str | None = None, has_val: bool = True) -> dict[str, Any]:
+def job_spec(job, resume_from: str | None = None, has_val: bool = True, write_to: Path | None = None) -> dict[str, Any]:
     return build_spec(job_id=job.pk, kind=job.kind, backend=job.backend, config=job.config,
                       base_model=job.base_model, teacher_model=job.teacher_model, reward_spec=job.reward_spec,
                       versions=list(job.reward_versions.select_related("function")),
                       models=list(ModelEntry.objects.filter(
                           pk__in=[c.get("model_id") for c in (job.reward_spec or {}).get("components", [])
                                   if c.get("type") == "model"])),
-                      has_val=has_val, resume_from=resume_from)
+                      has_val=has_val, resume_from=resume_from, write_to=write_to)
 
 
 def run_dir_for(project, job_id: Any) -> Path:
