@@ -2,8 +2,8 @@
 
 `python -m training.zero_signal --request FILE --out FILE [--progress FILE]`
 
-Samples `n` responses per prompt from a model (an HF folder, LoRA adapter or checkpoint, through
-`training.generation`) and scores them with a reward block (function components in the sandbox,
+Samples `group_size` responses per prompt (a GRPO group) from a model (an HF folder, LoRA adapter or
+checkpoint, through `training.generation`) and scores them with a reward block (function components in the sandbox,
 through `training.reward_client`, as training does). A prompt whose group of rewards ties (all right
 or all wrong: `training.guard_builtins.tied_group_share`) has zero GRPO advantage, so a step learns nothing
 from it; the result lists them, with the share, and the expected effective batch size. It also keeps the
@@ -12,7 +12,7 @@ first prompts' samples with their rewards, tied or not (`answers`: what the laun
 The request (JSON):
     {"model": DIR, "base_model": DIR|null, "engine": "auto", "device": "auto",
      "prompts": JSONL (rows {"index", "prompt", "ground_truth", "data_source", "extra_info"}),
-     "n": 4, "max_new_tokens": 64, "temperature": 1.0, "top_p": 1.0, "seed": 0, "batch_prompts": 16,
+     "group_size": 4, "max_response_length": 64, "temperature": 1.0, "top_p": 1.0, "seed": 0, "batch_prompts": 16,
      "reward": {"components": [{"type": "function", "path": "reward.py", "name": "compute_score"}],
                 "shaping": "raw"}, "sandbox": {limits}, "workers": null, "batch_size": 64}
 Relative paths are relative to the request file's folder. The progress file holds {"done", "total"}
@@ -70,12 +70,13 @@ def group_verdict(rewards: list[float | None], tol: float = TIED_TOL) -> tuple[b
     return share == 1.0, (sum(usable) / len(usable) if share == 1.0 else None)
 
 
-def summarize(groups: list[dict[str, Any]], n: int, tol: float = TIED_TOL) -> dict[str, Any]:
+def summarize(groups: list[dict[str, Any]], group_size: int, tol: float = TIED_TOL) -> dict[str, Any]:
     """The share of tied prompts (the guard rules' definition), split into all right / all wrong."""
     share = tied_group_share([g["rewards"] for g in groups], tol)
     tied = [g for g in groups if g["tied"]]
     right = sum(1 for g in tied if g["value"] >= RIGHT_AT)
-    return {"prompts": len(groups), "n": n, "counted": sum(1 for g in groups if g["tied"] is not None),
+    return {"prompts": len(groups), "group_size": group_size,
+            "counted": sum(1 for g in groups if g["tied"] is not None),
             "tied": len(tied), "tied_share": share, "all_right": right, "all_wrong": len(tied) - right,
             "right_at": RIGHT_AT, "tie_tolerance": tol,
             "uncounted": [g["index"] for g in groups if g["tied"] is None]}
@@ -89,8 +90,8 @@ def dry_run(request_path: str | Path, out: str | Path, progress: str | Path | No
         request = json.loads(request_path.read_text())
     except (OSError, ValueError) as exc:
         raise DryRunError(f"cannot read the request {request_path}: {exc}") from None
-    n = _int(request, "n", 4, 2, 64)
-    max_new = _int(request, "max_new_tokens", 64, 1, 4096)
+    group_size = _int(request, "group_size", 4, 2, 64)
+    max_response_length = _int(request, "max_response_length", 64, 1, 4096)
     batch_prompts = _int(request, "batch_prompts", 16, 1, 4096)
     seed = _int(request, "seed", 0, 0, 2**31 - 1)
     temperature, top_p = float(request.get("temperature", 1.0)), float(request.get("top_p", 1.0))
@@ -121,14 +122,14 @@ def dry_run(request_path: str | Path, out: str | Path, progress: str | Path | No
                                  workers=request.get("workers")) as scorer:
         for start in range(0, len(rows), batch_prompts):
             batch = rows[start:start + batch_prompts]
-            outs = generator.generate([r["prompt"] for r in batch], n=n, max_new_tokens=max_new,
+            outs = generator.generate([r["prompt"] for r in batch], n=group_size, max_new_tokens=max_response_length,
                                       temperature=temperature, top_p=top_p, seed=seed + start)
             reqs = [RewardRequest(prompt=prompt_text(r["prompt"]), response=g.text, ground_truth=r.get("ground_truth"),
                                   data_source=r.get("data_source") or "default", extra_info=r.get("extra_info") or {})
                     for r, gens in zip(batch, outs, strict=True) for g in gens]
-            results = scorer.score(reqs)  # prompt-major: prompt i's samples are n consecutive requests
+            results = scorer.score(reqs)  # prompt-major: prompt i's samples are group_size consecutive requests
             for i, (row, gens) in enumerate(zip(batch, outs, strict=True)):
-                mine = results[i * n:(i + 1) * n]
+                mine = results[i * group_size:(i + 1) * group_size]
                 rewards = [None if r.error and all(c is None for c in r.components) else r.score
                            for r in mine]
                 tied, value = group_verdict(rewards)
@@ -144,10 +145,11 @@ def dry_run(request_path: str | Path, out: str | Path, progress: str | Path | No
             if progress:
                 write_json(progress, {"done": len(groups), "total": len(rows)})
         engine = generator.engine
-    summary = summarize(groups, n)
+    summary = summarize(groups, group_size)
     prompts_by_index = {r["index"]: r for r in rows}
     result = {**summary, "engine": engine, "seconds": round(time.monotonic() - started, 2),
-              "params": {"n": n, "max_new_tokens": max_new, "temperature": temperature, "top_p": top_p, "seed": seed},
+              "params": {"group_size": group_size, "max_response_length": max_response_length,
+                         "temperature": temperature, "top_p": top_p, "seed": seed},
               "groups": groups,
               "examples": [{"index": i, "prompt": prompt_text(prompts_by_index[i]["prompt"])[:500],
                             "ground_truth": prompts_by_index[i].get("ground_truth"), "responses": texts[:8]}
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     share = "n/a" if result["tied_share"] is None else f"{result['tied_share']:.1%}"
     print(f"{result['tied']} of {result['counted']} prompts tie ({share}): {result['all_right']} all right, "
-          f"{result['all_wrong']} all wrong ({result['n']} samples each, {result['seconds']} s)")
+          f"{result['all_wrong']} all wrong ({result['group_size']} samples each, {result['seconds']} s)")
     return 0
 
 

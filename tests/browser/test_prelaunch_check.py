@@ -80,7 +80,8 @@ def test_the_review_warns_when_the_reward_ties_every_group_and_not_otherwise(
     assert set(card.locator(".prelaunch-score").all_inner_texts()) == {"0"}
     shot(page, "review-warns")
     run = ZeroSignalRun.objects.get()
-    assert run.model.name == "smollm2-135m-instruct" and run.params["n"] == 2 and run.params["max_new_tokens"] == 16
+    assert run.model.name == "smollm2-135m-instruct"
+    assert run.params["group_size"] == 2 and run.params["max_response_length"] == 16
     with page.expect_navigation():
         page.click("#prelaunch-report")
     assert f"zs={run.pk}" in page.url

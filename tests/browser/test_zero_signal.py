@@ -44,7 +44,7 @@ def test_zero_signal_dry_run_from_the_quality_tab(page, live_server, project, en
     assert page.evaluate("document.getElementById('zs-source').validity.valueMissing")
     page.select_option("#zs-source", label="demo-tiny")
     page.select_option("#zs-reward", label="exact-match v1")
-    page.fill("#zs-n", "3")
+    page.fill("#zs-group-size", "3")
     page.fill("#zs-tokens", "3")
     with page.expect_navigation():
         page.click("#zs-start")
@@ -52,7 +52,7 @@ def test_zero_signal_dry_run_from_the_quality_tab(page, live_server, project, en
     assert "Waiting for a worker" in page.inner_text("#zs-text")
     shot(page, "queued")
     run = ZeroSignalRun.objects.get()
-    assert run.params["n"] == 3 and run.version_id == prompts.pk
+    assert run.params["group_size"] == 3 and run.version_id == prompts.pk
     with page.expect_navigation():  # the page polls, and reloads once the worker is done
         dry_run_execute(run_id=run.pk)
     page.wait_for_selector("#zs-summary")

@@ -39,8 +39,8 @@ def write_request(tmp_path, model, truths, **over):
     rows = [{"index": 10 + i, "prompt": f"{i % 6}+{i % 5}=", "ground_truth": t, "data_source": "demo/arith"}
             for i, t in enumerate(truths)]
     (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    request = {"model": str(model), "device": "cpu", "prompts": "prompts.jsonl", "n": 4, "max_new_tokens": 3,
-               "temperature": 1.0, "seed": 3, "batch_prompts": 4, "workers": 1,
+    request = {"model": str(model), "device": "cpu", "prompts": "prompts.jsonl", "group_size": 4,
+               "max_response_length": 3, "temperature": 1.0, "seed": 3, "batch_prompts": 4, "workers": 1,
                "reward": {"components": [{"type": "function", "path": "reward.py", "name": "compute_score"}],
                           "shaping": "raw"}, **over}
     (tmp_path / "request.json").write_text(json.dumps(request))
@@ -76,7 +76,7 @@ def test_group_verdicts_follow_the_guard_rules_tie_definition():
 
 def test_a_wrong_request_is_refused_with_the_reason(tmp_path, model, capsys):
     with pytest.raises(DryRunError, match="n must be"):
-        dry_run(write_request(tmp_path, model, ["T"], n=1), tmp_path / "out.json")
+        dry_run(write_request(tmp_path, model, ["T"], group_size=1), tmp_path / "out.json")
     with pytest.raises(DryRunError, match="temperature"):
         dry_run(write_request(tmp_path, model, ["T"], temperature=0), tmp_path / "out.json")
     assert main(["--request", str(write_request(tmp_path, tmp_path / "nope", ["T"])),

@@ -251,7 +251,7 @@ class ZeroSignalRun(TimeStampedModel):
     checkpoint = models.ForeignKey(Checkpoint, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     reward_version = models.ForeignKey("rewards.RewardVersion", null=True, blank=True, on_delete=models.SET_NULL,
                                        related_name="+")
-    params = models.JSONField(default=dict, blank=True)  # n, max_new_tokens, temperature, seed, max_prompts
+    params = models.JSONField(default=dict, blank=True)  # group_size, max_response_length, temperature, seed, …
     status = models.CharField(max_length=16, choices=ZeroSignalStatus.choices, default=ZeroSignalStatus.QUEUED)
     progress = models.FloatField(default=0.0)
     result = models.JSONField(default=dict, blank=True)  # the summary, the tied indices, examples

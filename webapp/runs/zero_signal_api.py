@@ -24,8 +24,9 @@ class DryRunRequestSerializer(serializers.Serializer):
     model = serializers.IntegerField(required=False, allow_null=True, help_text="a registered model's id")
     checkpoint = serializers.IntegerField(required=False, allow_null=True, help_text="or a checkpoint's id")
     reward_version = serializers.IntegerField(help_text="a reward function version's id")
-    n = serializers.IntegerField(required=False, allow_null=True)
-    max_new_tokens = serializers.IntegerField(required=False, allow_null=True)
+    group_size = serializers.IntegerField(required=False, allow_null=True, help_text="samples per prompt (default 4)")
+    max_response_length = serializers.IntegerField(required=False, allow_null=True,
+                                                   help_text="tokens per sample at most (default 64)")
     max_prompts = serializers.IntegerField(required=False, allow_null=True)
     temperature = serializers.FloatField(required=False, allow_null=True)
     seed = serializers.IntegerField(required=False, allow_null=True)

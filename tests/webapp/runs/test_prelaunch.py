@@ -48,7 +48,7 @@ def test_exact_match_on_a_model_that_never_answers_right_warns_with_its_answers(
         run = prelaunch.prelaunch_check(plan=p, user=engineer)
     assert sent == [("jobs.tasks.zero_signal_dry_run", run.pk)] and run.status == ZeroSignalStatus.QUEUED
     params = run.params
-    assert (params["n"], params["max_new_tokens"], len(params["rows"])) == (5, 4, prelaunch.PROMPTS)
+    assert (params["group_size"], params["max_response_length"], len(params["rows"])) == (5, 4, prelaunch.PROMPTS)
     train = DatasetRow.objects.filter(version=prompts_version, split="train")
     for row in params["rows"]:  # the job's own training rows, each with its index in the version
         assert train.get(index=row["index"]).prompt == row["prompt"]

@@ -69,21 +69,22 @@ def test_a_request_is_checked_then_queued_by_task_name(project, engineer, prompt
     with pytest.raises(ApplicationError, match="reward function version"):
         ask(reward_version_id=None)
     with pytest.raises(ApplicationError, match="n must be from 2"):
-        ask(params={"n": 1})
+        ask(params={"group_size": 1})
     with pytest.raises(ApplicationError, match="temperature"):
         ask(params={"temperature": "0"})
     assert not ZeroSignalRun.objects.exists() and not sent
     with django_capture_on_commit_callbacks(execute=True):
-        run = ask(params={"n": "3", "max_prompts": "10"})
+        run = ask(params={"group_size": "3", "max_prompts": "10"})
     assert sent == [("jobs.tasks.zero_signal_dry_run", run.pk)]
-    assert run.status == ZeroSignalStatus.QUEUED and run.params["n"] == 3 and run.params["max_prompts"] == 10
+    assert run.status == ZeroSignalStatus.QUEUED and run.params["group_size"] == 3 and run.params["max_prompts"] == 10
     assert AuditLog.objects.filter(action="dataset.zero_signal", object_id=str(prompts_version.pk)).exists()
 
 
 def test_the_task_samples_scores_reports_progress_and_the_new_version_drops_exactly_the_tied(
         project, engineer, prompts_version, tiny_model, tie_reward, sent):
     run = zs.dry_run_request(version=prompts_version, user=engineer, model_id=tiny_model.pk,
-                             reward_version_id=tie_reward.pk, params={"n": 4, "max_new_tokens": 3, "max_prompts": 40})
+                             reward_version_id=tie_reward.pk,
+                             params={"group_size": 4, "max_response_length": 3, "max_prompts": 40})
     seen: list[float] = []
     zs.dry_run_execute(run_id=run.pk, poll_s=0.005, on_progress=seen.append)  # 20 batches of 2 prompts
     run.refresh_from_db()
@@ -129,7 +130,7 @@ def test_a_run_whose_model_went_away_fails_with_the_reason(project, engineer, pr
 
 def _finished(run, tied):
     run.status, run.result = ZeroSignalStatus.SUCCEEDED, {
-        "prompts": 10, "counted": 10, "n": 4, "tied": len(tied), "tied_share": len(tied) / 10, "all_right": 1,
+        "prompts": 10, "counted": 10, "group_size": 4, "tied": len(tied), "tied_share": len(tied) / 10, "all_right": 1,
         "all_wrong": len(tied) - 1, "right_at": 0.5, "tied_indices": tied, "examples": []}
     run.save()
     return run
@@ -140,10 +141,10 @@ def test_the_api_queues_reads_and_derives(project, engineer, viewer, prompts_ver
     url = f"/api/projects/{project.slug}/jobs/zero-signal/"
     client = api_for(engineer)
     bad = client.post(url, {"dataset": prompts_version.dataset.name, "model": tiny_model.pk,
-                            "reward_version": tie_reward.pk, "n": 1}, format="json")
-    assert bad.status_code == 400 and bad.json()["field"] == "n"
+                            "reward_version": tie_reward.pk, "group_size": 1}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "group_size"
     resp = client.post(url, {"dataset": prompts_version.dataset.name, "model": tiny_model.pk,
-                             "reward_version": tie_reward.pk, "n": 2}, format="json")
+                             "reward_version": tie_reward.pk, "group_size": 2}, format="json")
     assert resp.status_code == 202 and resp.json()["status"] == "queued"
     run = _finished(ZeroSignalRun.objects.get(pk=resp.json()["id"]), [1, 4, 7])
     got = api_for(viewer).get(f"{url}{run.pk}/?batch=50").json()
@@ -157,7 +158,7 @@ def test_the_api_queues_reads_and_derives(project, engineer, viewer, prompts_ver
 def test_the_command_runs_a_dry_run_and_derives(project, engineer, prompts_version, tiny_model, tie_reward):
     out = StringIO()
     call_command("zero_signal", project.slug, prompts_version.dataset.name, "--model", "tiny", "--reward", "ties",
-                 "--n", "2", "--max-new-tokens", "2", "--max-prompts", "12", "--batch", "10", "--derive",
+                 "--group-size", "2", "--max-response-length", "2", "--max-prompts", "12", "--batch", "10", "--derive",
                  "--user", engineer.username, stdout=out, stderr=StringIO())
     text = out.getvalue()
     run = ZeroSignalRun.objects.get()
@@ -184,9 +185,9 @@ def test_the_quality_page_section_starts_follows_and_derives(project, engineer, 
     refused = as_user(engineer).post(start, {"source": "", "reward_version": tie_reward.pk}, follow=True)
     assert "either a registered model or a checkpoint" in refused.content.decode()
     resp = as_user(engineer).post(start, {"source": f"model:{tiny_model.pk}", "reward_version": tie_reward.pk,
-                                          "n": "3"})
+                                          "group_size": "3"})
     run = ZeroSignalRun.objects.get()
-    assert resp.status_code == 302 and f"zs={run.pk}" in resp["Location"] and run.params["n"] == 3
+    assert resp.status_code == 302 and f"zs={run.pk}" in resp["Location"] and run.params["group_size"] == 3
     status = as_user(viewer).get(reverse("runs:zero-signal-status", args=[project.slug, run.pk])).json()
     assert status == {"status": "queued", "progress": 0.0, "finished": False, "error": ""}
     _finished(run, [0, 5])
@@ -218,7 +219,8 @@ def test_a_checkpoint_is_sampled_with_its_runs_base_model_as_tokenizer(project, 
         zs.dry_run_request(version=prompts_version, user=engineer, checkpoint_id=ckpt.pk, model_id=tiny_model.pk,
                            reward_version_id=tie_reward.pk)
     run = zs.dry_run_request(version=prompts_version, user=engineer, checkpoint_id=ckpt.pk,
-                             reward_version_id=tie_reward.pk, params={"n": 2, "max_new_tokens": 2, "max_prompts": 6})
+                             reward_version_id=tie_reward.pk,
+                             params={"group_size": 2, "max_response_length": 2, "max_prompts": 6})
     zs.dry_run_execute(run_id=run.pk, poll_s=0.05)
     run.refresh_from_db()
     assert run.status == ZeroSignalStatus.SUCCEEDED, run.error

@@ -45,8 +45,9 @@ def check_params(plan) -> dict[str, Any] | None:
             "components": [{"type": "function", "version_id": c["version_id"], "weight": float(c.get("weight", 1.0))}
                            for c in plan.reward_spec["components"] if c.get("type") == "function"]}
     return json.loads(json.dumps({
-        "origin": ORIGIN, "n": int(hp.get("group_size") or 4), "max_prompts": len(rows), "batch_prompts": len(rows),
-        "max_new_tokens": max(1, min(int(hp.get("max_response_length") or 64), MAX_TOKENS)),
+        "origin": ORIGIN, "group_size": int(hp.get("group_size") or 4), "max_prompts": len(rows),
+        "batch_prompts": len(rows),
+        "max_response_length": max(1, min(int(hp.get("max_response_length") or 64), MAX_TOKENS)),
         "temperature": float(hp.get("temperature") or 1.0), "seed": int(hp.get("seed") or 0),
         "rows": rows, "reward_spec": spec}, default=str))
 
@@ -82,7 +83,7 @@ def prelaunch_check(*, plan, user) -> ZeroSignalRun | None:
                                            created_by=user if getattr(user, "pk", None) else None)
         audit(actor=user, action="dataset.zero_signal", project=plan.project, obj=plan.dataset_version,
               summary=f"The launch review checks whether {plan.base_model.name}'s answers to {len(params['rows'])} "
-                      f"prompts of {plan.dataset_version} score differently ({params['n']} samples each)",
+                      f"prompts of {plan.dataset_version} score differently ({params['group_size']} samples each)",
               after={"run": run.pk, "origin": ORIGIN})
         transaction.on_commit(lambda: enqueue(ZERO_SIGNAL, run.pk))
     return run
@@ -93,8 +94,9 @@ def verdict(run: ZeroSignalRun) -> dict[str, Any]:
     r = run.result or {}
     share = r.get("tied_share")
     return {"run": run, "finished": run.finished, "status": run.status, "progress": run.progress, "error": run.error,
-            "n": run.params.get("n"), "prompts": len(run.params.get("rows") or []), "tied": r.get("tied"),
+            "group_size": run.params.get("group_size"), "prompts": len(run.params.get("rows") or []),
+            "tied": r.get("tied"),
             "counted": r.get("counted"), "share": share, "all_right": r.get("all_right"),
             "all_wrong": r.get("all_wrong"), "warn": share is not None and share >= WARN_AT,
             "warn_at": WARN_AT, "answers": r.get("answers", []), "seconds": r.get("seconds"),
-            "max_new_tokens": run.params.get("max_new_tokens")}
+            "max_response_length": run.params.get("max_response_length")}

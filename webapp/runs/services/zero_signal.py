@@ -36,8 +36,8 @@ from webapp.runs.models import Checkpoint, CheckpointStatus, ZeroSignalRun, Zero
 from webapp.runs.services.spec import sandbox_block
 
 TIMEOUT_S = int(getattr(settings, "ZERO_SIGNAL_TIMEOUT_S", 60 * 60))
-LIMITS = {"n": (2, 64, 4), "max_new_tokens": (1, 4096, 64), "max_prompts": (1, 1_000_000, 2000)}
-PARAMS = ("n", "max_new_tokens", "max_prompts", "temperature", "seed")
+LIMITS = {"group_size": (2, 64, 4), "max_response_length": (1, 4096, 64), "max_prompts": (1, 1_000_000, 2000)}
+PARAMS = ("group_size", "max_response_length", "max_prompts", "temperature", "seed")
 TIED_KEPT = 100_000  # tied prompt indices kept in the result (the version without them uses all of them)
 
 
@@ -120,8 +120,9 @@ def dry_run_request(*, version: DatasetVersion, user, model_id: Any = None, chec
         run = ZeroSignalRun.objects.create(version=version, model=model, checkpoint=checkpoint, reward_version=reward,
                                            params=clean, created_by=user if getattr(user, "pk", None) else None)
         audit(actor=user, action="dataset.zero_signal", project=project, obj=version,
-              summary=f"Requested a zero-signal dry run of {version} ({source_label(run)}, {clean['n']} samples "
-                      f"per prompt, reward {reward.function.name} v{reward.number})", after={"run": run.pk, **clean})
+              summary=f"Requested a zero-signal dry run of {version} ({source_label(run)}, "
+                      f"{clean['group_size']} samples per prompt, reward {reward.function.name} v{reward.number})",
+              after={"run": run.pk, **clean})
         if enqueue_task:
             transaction.on_commit(lambda: enqueue(ZERO_SIGNAL, run.pk))
     return run
@@ -185,8 +186,8 @@ def _write_inputs(run: ZeroSignalRun, work: Path) -> Path:
         ckpt = run.checkpoint
         model, base = ckpt.path, (ckpt.job.base_model.path if ckpt.job.base_model_id else None)
     p = run.params
-    request = {"model": model, "base_model": base or None, "prompts": "prompts.jsonl", "n": p["n"],
-               "max_new_tokens": p["max_new_tokens"], "temperature": p["temperature"], "seed": p["seed"],
+    request = {"model": model, "base_model": base or None, "prompts": "prompts.jsonl", "group_size": p["group_size"],
+               "max_response_length": p["max_response_length"], "temperature": p["temperature"], "seed": p["seed"],
                "reward": _reward(run, work), "sandbox": sandbox_block(), "device": "auto", "engine": "auto",
                # about 20 progress steps, at most 64 a batch (a launch review's few prompts: one batch)
                "batch_prompts": p.get("batch_prompts") or max(1, min(64, -(-count // 20)))}
@@ -237,7 +238,7 @@ def dry_run_execute(*, run_id: int, poll_s: float = 0.5,
         return run
     raw = json.loads((work / "result.json").read_text())
     tied = sorted(g["index"] for g in raw["groups"] if g["tied"])
-    result = {k: raw[k] for k in ("prompts", "n", "counted", "tied", "tied_share", "all_right", "all_wrong",
+    result = {k: raw[k] for k in ("prompts", "group_size", "counted", "tied", "tied_share", "all_right", "all_wrong",
                                   "right_at", "tie_tolerance", "engine", "seconds", "examples")}
     result["answers"] = raw.get("answers", [])
     result.update(tied_indices=tied[:TIED_KEPT], tied_truncated=len(tied) > TIED_KEPT,
@@ -288,7 +289,7 @@ def dry_run_derive(*, run: ZeroSignalRun, user) -> DatasetVersion:
     source, r = run.version, run.result
     share = f"{r['tied_share']:.1%}" if r.get("tied_share") is not None else "n/a"
     lineage = {"operation": "zero-signal", "zero_signal_run": run.pk, "tied_share": r.get("tied_share"),
-               "all_right": r.get("all_right"), "all_wrong": r.get("all_wrong"), "n": r.get("n"),
+               "all_right": r.get("all_right"), "all_wrong": r.get("all_wrong"), "group_size": r.get("group_size"),
                "sampled_from": source_label(run),
                "reward": f"{run.reward_version.function.name} v{run.reward_version.number}"
                if run.reward_version_id else "", "dropped": {"zero_signal": len(tied)},
@@ -312,7 +313,7 @@ def run_payload(run: ZeroSignalRun, batch: int | None = None) -> dict[str, Any]:
             "status": run.status, "progress": run.progress, "error": run.error, "source": source_label(run),
             "reward": (f"{run.reward_version.function.name} v{run.reward_version.number}"
                        if run.reward_version_id else ""), "params": run.params,
-            "summary": {k: r.get(k) for k in ("prompts", "n", "counted", "tied", "tied_share", "all_right",
+            "summary": {k: r.get(k) for k in ("prompts", "group_size", "counted", "tied", "tied_share", "all_right",
                                               "all_wrong", "right_at", "errors", "engine", "seconds")} if r else {},
             "tied_indices": r.get("tied_indices", []), "examples": r.get("examples", []), "batch": batch,
             "effective_batch": effective_batch(batch, r.get("tied_share")),

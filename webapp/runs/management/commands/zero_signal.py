@@ -36,8 +36,9 @@ class Command(BaseCommand):
         parser.add_argument("--model", default="", help="a registered model's name")
         parser.add_argument("--checkpoint", type=int, default=None, help="or a checkpoint's id")
         parser.add_argument("--reward", default="", metavar="NAME[:N]", help="reward function (latest version, or vN)")
-        parser.add_argument("--n", type=int, default=None, help="samples per prompt (default 4)")
-        parser.add_argument("--max-new-tokens", type=int, default=None)
+        parser.add_argument("--group-size", type=int, default=None, help="samples per prompt (default 4)")
+        parser.add_argument("--max-response-length", type=int, default=None,
+                            help="tokens per sample at most (default 64)")
         parser.add_argument("--max-prompts", type=int, default=None, help="the first N rows (default 2000)")
         parser.add_argument("--temperature", type=float, default=None)
         parser.add_argument("--seed", type=int, default=None)
@@ -92,7 +93,8 @@ class Command(BaseCommand):
                   else rewards).order_by("-number").first()
         if reward is None:
             raise CommandError(f"There is no reward '{opts['reward']}' in {project.slug} (--reward NAME[:N]).")
-        params = {"n": opts["n"], "max_new_tokens": opts["max_new_tokens"], "max_prompts": opts["max_prompts"],
+        params = {"group_size": opts["group_size"], "max_response_length": opts["max_response_length"],
+                  "max_prompts": opts["max_prompts"],
                   "temperature": opts["temperature"], "seed": opts["seed"]}
         try:
             run = zs.dry_run_request(version=version, user=user, model_id=model_id, checkpoint_id=opts["checkpoint"],
