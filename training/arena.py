@@ -3,7 +3,7 @@
 `python -m training.arena --spec SPEC.json --out PAIRS.jsonl`
 
 SPEC: {"sides": {"a": {"path", "base_model"}, "b": {...}}, "prompts": [str | messages], "seed": S,
-       "sampling": {"max_new_tokens", "temperature", "top_p"}, "engine": "auto", "device": "auto"}
+       "sampling": {"max_response_length", "temperature", "top_p"}, "engine": "auto", "device": "auto"}
 Prompt i is sampled with seed S + i on both sides (training.generation's per-prompt rule), so a pair can be
 generated again on its own. Progress goes to stdout as JSON lines ({"progress": 0.5}); PAIRS gets one line
 per prompt: {"index", "seed", "a": Generation, "b": Generation} and the last stdout line names the engine.
@@ -20,13 +20,13 @@ from typing import Any
 from training.generation import GenerationError, load_generator
 from training.rundir import write_jsonl
 
-SAMPLING_DEFAULTS = {"max_new_tokens": 64, "temperature": 0.7, "top_p": 1.0}
+SAMPLING_DEFAULTS = {"max_response_length": 64, "temperature": 0.7, "top_p": 1.0}
 CHUNK = 16
 
 
 def sampling_of(raw: dict[str, Any] | None) -> dict[str, Any]:
     s = {**SAMPLING_DEFAULTS, **{k: v for k, v in (raw or {}).items() if k in SAMPLING_DEFAULTS and v is not None}}
-    return {"max_new_tokens": int(s["max_new_tokens"]), "temperature": float(s["temperature"]),
+    return {"max_response_length": int(s["max_response_length"]), "temperature": float(s["temperature"]),
             "top_p": float(s["top_p"])}
 
 
@@ -38,7 +38,9 @@ def generate_side(side: dict[str, Any], prompts: list, sampling: dict[str, Any],
     out: list[dict[str, Any]] = []
     with load_generator(side["path"], engine=engine, device=device, base_model=side.get("base_model")) as gen:
         for start in range(0, len(prompts), CHUNK):
-            rows = gen.generate(prompts[start:start + CHUNK], n=1, seed=seed + start, **sampling)
+            rows = gen.generate(prompts[start:start + CHUNK], n=1, seed=seed + start,
+                                max_new_tokens=sampling["max_response_length"], temperature=sampling["temperature"],
+                                top_p=sampling["top_p"])
             out.extend(r[0].to_dict() for r in rows)
             if report:
                 report(len(out))

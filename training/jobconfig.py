@@ -98,7 +98,7 @@ def _stored_config(stored: dict) -> dict[str, Any]:
         section = stored.get(s.section) or {}
         if has_in(section, s.path):
             set_in(config[s.section], s.path, copy.deepcopy(value_of(stored, s.key)))
-    for section in SECTIONS:  # keep what is not a setting (e.g. VERL's micro_batch_size_per_gpu)
+    for section in SECTIONS:  # keep what is not a setting (e.g. a key an older app wrote)
         for k, v in (stored.get(section) or {}).items():
             config[section].setdefault(k, copy.deepcopy(v))
     for key in ("guard_rules", "stall", "human_eval"):  # run health, declared per job (not settings)
@@ -113,14 +113,14 @@ HUMAN_EVAL_AGAINST = ("previous", "base")
 def check_human_eval(block: Any) -> str | None:
     """What is wrong with a periodic human-evaluation schedule, or None. Shape: {"every": N >= 1,
     "against": "previous" | "base", "items": 1..200, "dataset_version": id | None, "split": "val" | "train",
-    "reward_rise": >= 0, "max_new_tokens": 1..4096}."""
+    "reward_rise": >= 0, "max_response_length": 1..4096}."""
     if not isinstance(block, dict):
         return "it must be an object"
     unknown = sorted(set(block) - {"every", "against", "items", "dataset_version", "split", "reward_rise",
-                                   "max_new_tokens"})
+                                   "max_response_length"})
     if unknown:
         return f"unknown keys {', '.join(unknown)}"
-    for key, lo, hi in (("every", 1, 10_000), ("items", 1, 200), ("max_new_tokens", 1, 4096)):
+    for key, lo, hi in (("every", 1, 10_000), ("items", 1, 200), ("max_response_length", 1, 4096)):
         value = block.get(key)
         if value is None and key != "every":
             continue

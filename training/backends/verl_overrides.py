@@ -331,7 +331,7 @@ def override_pairs(
     group = int(hparams.value_of(spec, "group_size")) if (not distill or has_task_reward) else 1
     if not distill and group < 2:
         raise BackendError("GRPO needs hp.group_size >= 2 (it compares samples of the same prompt)")
-    micro = hp.get("micro_batch_size_per_gpu", hp.get("micro_batch_size"))
+    micro = hp.get("micro_batch_size")  # per GPU on VERL (the setting's help says so)
     batches = plan_batches(int(hparams.value_of(spec, "batch_size")), group, gpus.student_gpus, n_train_rows,
                            hp.get("mini_batch_size"), micro)
 

@@ -44,7 +44,7 @@ class ArenaForm(forms.Form):
     split = forms.ChoiceField(choices=[("val", "Validation rows"), ("train", "Training rows"), ("all", "All rows")],
                               initial="val", required=False)
     limit = forms.IntegerField(min_value=1, max_value=500, initial=20, required=False, label="How many prompts")
-    max_new_tokens = forms.IntegerField(initial=64, label="Max new tokens")
+    max_response_length = forms.IntegerField(initial=64, label="Max response length (tokens)")
     temperature = forms.FloatField(initial=0.7, help_text="0 is greedy (then the seed does not matter).")
     top_p = forms.FloatField(initial=1.0, label="Top-p")
     seed = forms.IntegerField(required=False, min_value=0, help_text="Blank picks one; it is recorded either way.")
@@ -60,7 +60,7 @@ class ArenaForm(forms.Form):
             self.initial.setdefault("side_b", sides[0][0])
 
     def sampling(self) -> dict:
-        return {k: self.cleaned_data.get(k) for k in ("max_new_tokens", "temperature", "top_p")}
+        return {k: self.cleaned_data.get(k) for k in ("max_response_length", "temperature", "top_p")}
 
 
 class ArenaExportForm(forms.Form):

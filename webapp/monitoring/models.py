@@ -149,7 +149,7 @@ class BlindTask(CheckpointWork):
     origin = models.CharField(max_length=300, blank=True)  # where the prompts came from, in words
     # the prompts asked, in order: {"prompt" (text or messages), "ground_truth", "data_source", "extra_info"}
     prompts = models.JSONField(default=list)
-    sampling = models.JSONField(default=dict)  # max_new_tokens, temperature, top_p (the same for both sides)
+    sampling = models.JSONField(default=dict)  # max_response_length, temperature, top_p (the same for both sides)
     seed = models.BigIntegerField(default=0)  # prompt i is sampled with seed + i on both sides
     engine = models.CharField(max_length=16, blank=True)  # which generation engine answered (vllm / transformers)
     progress = models.FloatField(default=0.0)

@@ -243,7 +243,7 @@ class ZeroSignalStatus(models.TextChoices):
 
 
 class ZeroSignalRun(TimeStampedModel):
-    """A dry run of a verifiable prompt set (`python -m training.zero_signal`): n sampled responses per
+    """A dry run of a verifiable prompt set (`python -m training.zero_signal`): group_size sampled responses per
     prompt from a model or checkpoint, scored with a reward version; which prompts' groups tie."""
 
     version = models.ForeignKey("datasets.DatasetVersion", on_delete=models.CASCADE, related_name="zero_signal_runs")

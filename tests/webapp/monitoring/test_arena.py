@@ -57,7 +57,7 @@ def demo_run(project, models: dict[str, Path]) -> tuple[Job, Checkpoint, Checkpo
 def generated(project, engineer, arena_models) -> BlindTask:
     _job, c10, c20, _base = demo_run(project, arena_models)
     arena = arena_create(project=project, user=engineer, side_a=f"ckpt:{c10.pk}", side_b=f"ckpt:{c20.pk}",
-                         prompts=PROMPTS, sampling={"max_new_tokens": 4, "temperature": 0.7}, seed=123)
+                         prompts=PROMPTS, sampling={"max_response_length": 4, "temperature": 0.7}, seed=123)
     return arena_generate(arena_id=arena.pk)
 
 
@@ -158,7 +158,7 @@ def test_export_is_a_preference_version_with_provenance_that_a_reward_model_job_
     assert info["pair"] == usable[0].index
     assert info["reviewer"] == "rita" and info["seed"] == 123 and info["chosen_side"] == "b"
     assert info["chosen_model"]["step"] == 20 and info["rejected_model"]["step"] == 10
-    assert info["sampling"]["max_new_tokens"] == 4 and info["shown_left"] in ("a", "b")
+    assert info["sampling"]["max_response_length"] == 4 and info["shown_left"] in ("a", "b")
     assert arena_export(arena=generated, user=engineer).number == 2  # a second export: a new version
 
     rm_base = ModelEntry.objects.create(project=project, name="rm-base", kind=ModelKind.REWARD_MODEL,

@@ -28,7 +28,7 @@ def sides(make_job, checkpoint, project):
 def ready(project, engineer):
     """A generated arena of 4 pairs (B answers right, A wrong), as the worker leaves it."""
     return make_task(project, engine="transformers", created_by=engineer,
-                     sampling={"max_new_tokens": 4, "temperature": 0.7, "top_p": 1.0},
+                     sampling={"max_response_length": 4, "temperature": 0.7, "top_p": 1.0},
                      sides={"a": {"kind": "checkpoint", "label": "Run #1 demo · step 10", "step": 10},
                             "b": {"kind": "checkpoint", "label": "Run #1 demo · step 20", "step": 20}},
                      prompts=[{"prompt": f"{i}+1="} for i in range(4)])
@@ -42,7 +42,7 @@ def test_the_form_starts_an_arena_on_a_worker_and_shows_errors_in_place(
     url = f"/p/{project.slug}/monitor/arenas/"
     page = client.get(url).content.decode()
     assert "New arena" in page and "Run #" in page and 'aria-current="page">Arena<' in page
-    base = {"side_a": sides["a"], "side_b": sides["b"], "source": "typed", "max_new_tokens": 4,
+    base = {"side_a": sides["a"], "side_b": sides["b"], "source": "typed", "max_response_length": 4,
             "temperature": 0.7, "top_p": 1.0, "split": "val", "limit": 20}
     r = client.post(url, {**base, "prompts": "  \n"})
     assert r.status_code == 200 and "at least one prompt" in r.content.decode()
@@ -159,7 +159,7 @@ def test_prompts_from_a_dataset_version_split_and_limit(sides, engineer, as_user
     monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: None)
     version = job_inputs(project, tiny_model_dir)["dataset_version"]
     client = as_user(engineer)
-    base = {"side_a": sides["a"], "side_b": sides["b"], "source": "dataset", "max_new_tokens": 4, "temperature": 0,
+    base = {"side_a": sides["a"], "side_b": sides["b"], "source": "dataset", "max_response_length": 4, "temperature": 0,
             "top_p": 1.0, "dataset_version": version.pk, "split": "val", "limit": 4}
     r = client.post(f"/p/{project.slug}/monitor/arenas/", base)
     assert r.status_code == 302
@@ -209,13 +209,13 @@ def test_the_api_starts_an_arena_and_refuses_bad_input(sides, engineer, reviewer
     monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: None)
     url = f"/api/projects/{project.slug}/monitor/arenas/"
     body = {"side_a": sides["a"], "side_b": sides["b"], "prompts": ["1+1=", [{"role": "user", "content": "2+2="}]],
-            "sampling": {"max_new_tokens": 8, "temperature": 0.5}, "seed": 9}
+            "sampling": {"max_response_length": 8, "temperature": 0.5}, "seed": 9}
     assert api_for(reviewer).post(url, body, format="json").status_code == 403
     r = api_for(engineer).post(url, body, format="json")
     assert r.status_code == 201 and r.json()["seed"] == 9 and r.json()["status"] == "queued"
     assert BlindTask.objects.get(pk=r.json()["id"]).prompts[1]["prompt"] == [{"role": "user", "content": "2+2="}]
-    bad = api_for(engineer).post(url, {**body, "sampling": {"max_new_tokens": 0}}, format="json")
-    assert bad.status_code == 400 and bad.json()["field"] == "max_new_tokens"
+    bad = api_for(engineer).post(url, {**body, "sampling": {"max_response_length": 0}}, format="json")
+    assert bad.status_code == 400 and bad.json()["field"] == "max_response_length"
     assert api_for(engineer).post(url, {"side_a": sides["a"]}, format="json").status_code == 400
     listed = api_for(reviewer).get(url).json()["arenas"]
     assert listed[0]["source"] == "arena" and listed[0]["anyone_may_judge"]

@@ -103,7 +103,7 @@ def test_an_arena_is_judged_from_side_bs_view_on_its_page(project, engineer, rew
 
     monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda *a, **k: None)
     arena = make_task(project, responses=[(f"{i + 5}", f"{i + 1}") for i in range(3)],
-                      sampling={"max_new_tokens": 4, "temperature": 0.0, "top_p": 1.0})
+                      sampling={"max_response_length": 4, "temperature": 0.0, "top_p": 1.0})
     client = as_user(engineer)
     url = f"/p/{project.slug}/monitor/blind/{arena.pk}/"
     page = client.get(url).content.decode()

@@ -162,7 +162,7 @@ def test_the_worker_generates_both_sides_and_opens_the_task(make_job, tiny_model
     from webapp.registry.models import ModelEntry
     from webapp.runs.models import Checkpoint
 
-    job = scheduled_job(make_job, every=1, against="base", items=2, max_new_tokens=4)
+    job = scheduled_job(make_job, every=1, against="base", items=2, max_response_length=4)
     job.base_model = ModelEntry.objects.create(project=project, name="tiny", path=str(tiny_model_dir))
     job.save()
     ckpt = Path(job.run_dir) / "checkpoints" / "global_step_5"

@@ -28,7 +28,7 @@ from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind
 from webapp.runs.services.data import to_record
 
 MAX_PROMPTS = 500
-MAX_NEW_TOKENS = 4096
+MAX_RESPONSE_LENGTH = 4096
 
 
 # --- sides and prompts -------------------------------------------------------------------------------------
@@ -95,12 +95,13 @@ def prompts_from_version(project, version: DatasetVersion | None, split: str, li
 def clean_sampling(raw: dict[str, Any] | None) -> dict[str, Any]:
     s = {**SAMPLING_DEFAULTS, **{k: v for k, v in (raw or {}).items() if v not in (None, "")}}
     try:
-        out = {"max_new_tokens": int(s["max_new_tokens"]), "temperature": float(s["temperature"]),
+        out = {"max_response_length": int(s["max_response_length"]), "temperature": float(s["temperature"]),
                "top_p": float(s["top_p"])}
     except (TypeError, ValueError):
         raise ApplicationError("Sampling settings must be numbers.", field="sampling") from None
-    if not 1 <= out["max_new_tokens"] <= MAX_NEW_TOKENS:
-        raise ApplicationError(f"Max new tokens must be between 1 and {MAX_NEW_TOKENS}.", field="max_new_tokens")
+    if not 1 <= out["max_response_length"] <= MAX_RESPONSE_LENGTH:
+        raise ApplicationError(f"Max response length must be between 1 and {MAX_RESPONSE_LENGTH} tokens.",
+                               field="max_response_length")
     if not 0 <= out["temperature"] <= 5:
         raise ApplicationError("Temperature must be between 0 (greedy) and 5.", field="temperature")
     if not 0 < out["top_p"] <= 1:

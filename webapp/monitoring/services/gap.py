@@ -4,7 +4,7 @@ hidden until then), flagged, logged and notified once.
 
 The schedule is the job's config["human_eval"] (set on the job form, checked by training.jobconfig):
 {"every": N, "against": "previous" | "base", "items": K, "dataset_version": id | None, "split": "val" |
-"train", "reward_rise": X, "max_new_tokens": T}.
+"train", "reward_rise": X, "max_response_length": T}.
 """
 from __future__ import annotations
 

@@ -105,7 +105,8 @@ def _open_scheduled(job: Job, ckpt: Checkpoint, ckpts: list[Checkpoint], k: int,
         task = BlindTask.objects.create(
             project=job.project, source=BlindSource.PERIODIC, sides={"a": a, "b": b}, b_checkpoint=ckpt,
             a_checkpoint_id=a.get("checkpoint"), a_model_id=a.get("model"), origin=origin, prompts=rows,
-            sampling={"max_new_tokens": int(sched.get("max_new_tokens") or 64), "temperature": 0.0, "top_p": 1.0},
+            sampling={"max_response_length": int(sched.get("max_response_length") or 64), "temperature": 0.0,
+                      "top_p": 1.0},
             is_open=False, title=f"Run #{job.pk} {job.name} · step {ckpt.step} vs {a['label']}")
         if not rows or not a["path"]:  # nothing to generate: failed at once, with the reason
             task.status, task.finished_at = EvaluationStatus.FAILED, timezone.now()

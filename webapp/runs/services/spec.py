@@ -255,8 +255,6 @@ def build_spec(*, job_id: Any, kind: str, backend: str, config: dict, base_model
     """The job.json of a job (also used, with a placeholder id, for the pre-launch preview), typed and
     versioned by `training.jobspec`: what both backends read. `write_to`: the run directory to write it into."""
     hp = json.loads(json.dumps(config["hp"]))
-    if backend == "verl" and hp.get("micro_batch_size"):
-        hp["micro_batch_size_per_gpu"] = hp["micro_batch_size"]
     spec: dict[str, Any] = {
         "job_id": str(job_id), "kind": kind, "backend": backend,
         "model": {"path": base_model.location, "name": base_model.name},

@@ -54,7 +54,7 @@ class Command(BaseCommand):
         create.add_argument("--dataset-version", type=int, help="take prompts from this dataset version id")
         create.add_argument("--split", default="val", choices=["val", "train", "all"])
         create.add_argument("--limit", type=int, default=20)
-        create.add_argument("--max-new-tokens", type=int, default=None)
+        create.add_argument("--max-response-length", type=int, default=None, help="tokens per answer at most")
         create.add_argument("--temperature", type=float, default=None)
         create.add_argument("--top-p", type=float, default=None)
         create.add_argument("--seed", type=int, default=None)
@@ -95,7 +95,7 @@ class Command(BaseCommand):
         if opts["dataset_version"]:
             version = DatasetVersion.objects.filter(pk=opts["dataset_version"]).select_related("dataset").first()
             prompts += svc.prompts_from_version(project, version, opts["split"], opts["limit"])
-        sampling = {"max_new_tokens": opts["max_new_tokens"], "temperature": opts["temperature"],
+        sampling = {"max_response_length": opts["max_response_length"], "temperature": opts["temperature"],
                     "top_p": opts["top_p"]}
         arena = svc.arena_create(project=project, user=user, side_a=side_ref(project, opts["a"]),
                                  side_b=side_ref(project, opts["b"]), prompts=prompts, sampling=sampling,
