@@ -75,7 +75,7 @@ def test_group_verdicts_follow_the_guard_rules_tie_definition():
 
 
 def test_a_wrong_request_is_refused_with_the_reason(tmp_path, model, capsys):
-    with pytest.raises(DryRunError, match="n must be"):
+    with pytest.raises(DryRunError, match="group_size must be"):
         dry_run(write_request(tmp_path, model, ["T"], group_size=1), tmp_path / "out.json")
     with pytest.raises(DryRunError, match="temperature"):
         dry_run(write_request(tmp_path, model, ["T"], temperature=0), tmp_path / "out.json")

@@ -68,7 +68,7 @@ def test_a_request_is_checked_then_queued_by_task_name(project, engineer, prompt
         ask(model_id=foreign.pk)
     with pytest.raises(ApplicationError, match="reward function version"):
         ask(reward_version_id=None)
-    with pytest.raises(ApplicationError, match="n must be from 2"):
+    with pytest.raises(ApplicationError, match="group size must be from 2"):
         ask(params={"group_size": 1})
     with pytest.raises(ApplicationError, match="temperature"):
         ask(params={"temperature": "0"})

@@ -119,7 +119,7 @@ class Command(BaseCommand):
             return
         share = "n/a" if s["tied_share"] is None else f"{s['tied_share']:.1%}"
         self.stdout.write(f"{s['tied']} of {s['counted']} prompts tie ({share}): {s['all_right']} all right, "
-                          f"{s['all_wrong']} all wrong; {s['n']} samples each")
+                          f"{s['all_wrong']} all wrong; {s['group_size']} samples each")
         self.stdout.write(f"expected effective batch size: {p['effective_batch']} of {p['batch']} prompts per step")
         if p["tied_indices"]:
             shown = ", ".join(map(str, p["tied_indices"][:50]))
