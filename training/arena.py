@@ -38,9 +38,7 @@ def generate_side(side: dict[str, Any], prompts: list, sampling: dict[str, Any],
     out: list[dict[str, Any]] = []
     with load_generator(side["path"], engine=engine, device=device, base_model=side.get("base_model")) as gen:
         for start in range(0, len(prompts), CHUNK):
-            rows = gen.generate(prompts[start:start + CHUNK], n=1, seed=seed + start,
-                                max_new_tokens=sampling["max_response_length"], temperature=sampling["temperature"],
-                                top_p=sampling["top_p"])
+            rows = gen.generate(prompts[start:start + CHUNK], n=1, seed=seed + start, **sampling)
             out.extend(r[0].to_dict() for r in rows)
             if report:
                 report(len(out))

@@ -54,8 +54,8 @@ def _abs(run_dir: Path, value: Any, what: str) -> Path:
     return p if p.is_absolute() else run_dir / p
 
 
-def _greedy(gen, prompts: list[str], max_new_tokens: int) -> list[str]:
-    return [g[0].text for g in gen.generate(prompts, max_new_tokens=max_new_tokens, temperature=0.0)]
+def _greedy(gen, prompts: list[str], max_response_length: int) -> list[str]:
+    return [g[0].text for g in gen.generate(prompts, max_response_length=max_response_length, temperature=0.0)]
 
 
 def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, max_rows: int | None = None,
@@ -109,7 +109,7 @@ def evaluate(run_dir: str | Path, checkpoint: str | Path, out: str | Path, *, ma
     with RewardScorer(job.reward.to_dict(), run_dir, sandbox=job.sandbox, device=dev,
                       workers=hp.reward_workers) as scorer:
         metrics = validate_generation(model=None, tok=None, rows=rows, prompts=prompts, scorer=scorer,
-                                      references=references, step=step, max_new_tokens=hp.max_response_length,
+                                      references=references, step=step, max_response_length=hp.max_response_length,
                                       run_dir=out.parent, responses=responses)
     samples_path = RunDir(out.parent).samples("val", step)
     samples = read_jsonl(samples_path)

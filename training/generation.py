@@ -1,7 +1,7 @@
 """One generation interface for evaluations, the arena and judges: vLLM where the worker has it, else transformers.
 
     gen = load_generator("runs/p/7-ab/checkpoints/global_step_40", base_model="models/demo-tiny")
-    [[g0, g1], ...] = gen.generate(["1+2=", ...], n=2, max_new_tokens=8, temperature=1.0, seed=7)
+    [[g0, g1], ...] = gen.generate(["1+2=", ...], n=2, max_response_length=8, temperature=1.0, seed=7)
     g0.text, g0.token_ids, g0.finish_reason ("stop" | "length"), g0.truncated
 
 `model_path` is an HF folder, a LoRA adapter folder, or a checkpoint folder (`global_step_N` of the local
@@ -33,7 +33,7 @@ class GenerationError(ValueError):
 class Generation:
     text: str
     token_ids: list[int]
-    finish_reason: str  # "stop" (an end-of-sequence token) or "length" (max_new_tokens reached)
+    finish_reason: str  # "stop" (an end-of-sequence token) or "length" (max_response_length reached)
     truncated: bool
 
     def to_dict(self) -> dict[str, Any]:
@@ -48,7 +48,7 @@ class Generator:
     tok: Any = None  # the tokenizer (Hugging Face API): render and count prompts with it
     workdir: Path | None = None  # a merged copy of the model (VERL checkpoints), removed by close()
 
-    def generate(self, prompts: list[str | list[dict]], *, n: int = 1, max_new_tokens: int = 128,
+    def generate(self, prompts: list[str | list[dict]], *, n: int = 1, max_response_length: int = 128,
                  temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None) -> list[list[Generation]]:
         raise NotImplementedError
 
@@ -65,13 +65,13 @@ class Generator:
         self.close()
 
 
-def check_request(prompts: list, n: int, max_new_tokens: int, temperature: float, top_p: float) -> None:
+def check_request(prompts: list, n: int, max_response_length: int, temperature: float, top_p: float) -> None:
     if not isinstance(prompts, list):
         raise GenerationError("prompts must be a list of strings or of message lists")
     if int(n) < 1:
         raise GenerationError(f"n must be at least 1, not {n}")
-    if int(max_new_tokens) < 1:
-        raise GenerationError(f"max_new_tokens must be at least 1, not {max_new_tokens}")
+    if int(max_response_length) < 1:
+        raise GenerationError(f"max_response_length must be at least 1, not {max_response_length}")
     if float(temperature) < 0:
         raise GenerationError(f"temperature must be 0 (greedy) or more, not {temperature}")
     if not 0 < float(top_p) <= 1:

@@ -53,9 +53,9 @@ class TransformersGenerator(Generator):
         self.max_positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
 
     @torch.no_grad()
-    def generate(self, prompts: list[str | list[dict]], *, n: int = 1, max_new_tokens: int = 128,
+    def generate(self, prompts: list[str | list[dict]], *, n: int = 1, max_response_length: int = 128,
                  temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None) -> list[list[Generation]]:
-        check_request(prompts, n, max_new_tokens, temperature, top_p)
+        check_request(prompts, n, max_response_length, temperature, top_p)
         texts = [render(p, self.tok) for p in prompts]
         base = int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
         out: list[list[Generation]] = []
@@ -64,19 +64,19 @@ class TransformersGenerator(Generator):
         try:
             for start in range(0, len(texts), self.batch_size):
                 out.extend(self._batch(texts[start:start + self.batch_size], start, base, int(n),
-                                       int(max_new_tokens), float(temperature), float(top_p)))
+                                       int(max_response_length), float(temperature), float(top_p)))
         finally:
             self.model.train(was_training)
         return out
 
-    def _batch(self, texts: list[str], first: int, seed: int, n: int, max_new_tokens: int, temperature: float,
+    def _batch(self, texts: list[str], first: int, seed: int, n: int, max_response_length: int, temperature: float,
                top_p: float) -> list[list[Generation]]:
         enc = self.tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
         # each prompt repeated n times (HF refuses num_return_sequences without sampling, which runs in RowSampler)
         ids = enc.input_ids.repeat_interleave(n, 0).to(self.device)
         mask = enc.attention_mask.repeat_interleave(n, 0).to(self.device)
         plen = ids.shape[1]
-        budget = max_new_tokens
+        budget = max_response_length
         if self.max_positions:  # never past the model's positions: the rest counts as truncated
             budget = min(budget, int(self.max_positions) - plen)
             if budget < 1:

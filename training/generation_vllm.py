@@ -28,15 +28,15 @@ class VLLMGenerator(Generator):
 
             self.lora = LoRARequest("adapter", 1, str(adapter))
 
-    def generate(self, prompts: list[str | list[dict]], *, n: int = 1, max_new_tokens: int = 128,
+    def generate(self, prompts: list[str | list[dict]], *, n: int = 1, max_response_length: int = 128,
                  temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None) -> list[list[Generation]]:
         from vllm import SamplingParams
 
-        check_request(prompts, n, max_new_tokens, temperature, top_p)
+        check_request(prompts, n, max_response_length, temperature, top_p)
         base = int(seed) if seed is not None else random.SystemRandom().randrange(2**31)
         texts = [render(p, self.tok) for p in prompts]
         params = [SamplingParams(n=int(n), temperature=float(temperature), top_p=float(top_p),
-                                 max_tokens=int(max_new_tokens), seed=base + i) for i in range(len(texts))]
+                                 max_tokens=int(max_response_length), seed=base + i) for i in range(len(texts))]
         outs = self.llm.generate(texts, params, lora_request=self.lora, use_tqdm=False)
         eos = self.tok.eos_token_id
         result: list[list[Generation]] = []

@@ -7,7 +7,7 @@ asked to answer A or B).
 PAIRS.jsonl: one pair a line, {"id", "prompt", "a", "b", "ground_truth"?, "data_source"?, "extra_info"?};
 `a` is the policy's response, `b` its opponent's (the reference, a previous checkpoint, the base).
 JUDGE.json: {"kind": "reward_model", "path": DIR} | {"kind": "reward", "reward": {job.json reward block},
-"run_dir": DIR, "sandbox": {...}} | {"kind": "judge_model", "path": DIR, "max_new_tokens": 16}.
+"run_dir": DIR, "sandbox": {...}} | {"kind": "judge_model", "path": DIR, "max_response_length": 16}.
 
 RESULT.json: per pair both orders (first: the policy shown as A; second: shown as B) with the raw
 answer or scores, the pair's outcome for the policy (1 / 0.5 / 0; two different verdicts count as a
@@ -93,7 +93,7 @@ def choice_outcome(choice: str | None, policy_position: str) -> float | None:
 # -- will a model judge fit these pairs? -----------------------------------------------------------
 
 _CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "n_ctx")
-JUDGE_MAX_NEW_TOKENS = 16  # a verdict is one letter; room for "Answer: A"
+JUDGE_MAX_RESPONSE_LENGTH = 16  # a verdict is one letter; room for "Answer: A"
 
 
 def context_length(path: Path) -> int | None:
@@ -135,9 +135,9 @@ def fit_problem(kind: str, path: Path, pairs: list[dict[str, Any]], name: str = 
     longest = max(pairs, key=lambda p: len(p["prompt"]) + len(p["a"]) + len(p["b"]))
     if kind == "judge_model":
         need = token_count(path, JUDGE_PROMPT.format(prompt=longest["prompt"], a=longest["a"], b=longest["b"]))
-        if need is not None and need + JUDGE_MAX_NEW_TOKENS > ctx:
+        if need is not None and need + JUDGE_MAX_RESPONSE_LENGTH > ctx:
             return (f"{name} reads at most {ctx} tokens; judging the longest pair needs {need} tokens of prompt "
-                    f"plus {JUDGE_MAX_NEW_TOKENS} to answer.")
+                    f"plus {JUDGE_MAX_RESPONSE_LENGTH} to answer.")
         return None
     longest = max(pairs, key=lambda p: len(p["prompt"]) + max(len(p["a"]), len(p["b"])))
     need = token_count(path, longest["prompt"] + max(longest["a"], longest["b"], key=len))
@@ -202,7 +202,7 @@ def judge_prompt(prompt: str, first: str, second: str, chat: bool) -> str | list
     return [{"role": "user", "content": text}] if chat else text
 
 
-def _model_judge(pairs: list[dict[str, Any]], path: Path, device: str, max_new_tokens: int,
+def _model_judge(pairs: list[dict[str, Any]], path: Path, device: str, max_response_length: int,
                  seed: int) -> list[dict[str, Any]]:
     from training.generation import GenerationError, load_generator
 
@@ -215,7 +215,7 @@ def _model_judge(pairs: list[dict[str, Any]], path: Path, device: str, max_new_t
         prompts.append(judge_prompt(p["prompt"], p["b"], p["a"], chat))  # positions swapped: policy as B
     try:
         with load_generator(path, device=device) as gen:
-            answers = gen.generate(prompts, n=1, max_new_tokens=max_new_tokens, temperature=0.0, seed=seed)
+            answers = gen.generate(prompts, n=1, max_response_length=max_response_length, temperature=0.0, seed=seed)
     except GenerationError as exc:
         raise JudgeError(f"judge model {path}: {exc}") from None
     out = []
@@ -244,7 +244,7 @@ def _judged_rows(pairs: list[dict[str, Any]], judge: dict[str, Any], device: str
         problem = fit_problem("judge_model", path, pairs, name=f"judge model {path}")
         if problem:
             raise JudgeError(problem)
-        return _model_judge(pairs, path, device, int(judge.get("max_new_tokens", JUDGE_MAX_NEW_TOKENS)), seed)
+        return _model_judge(pairs, path, device, int(judge.get("max_response_length", JUDGE_MAX_RESPONSE_LENGTH)), seed)
     if kind == "reward_model":
         path = Path(str(judge.get("path") or ""))
         if not (path / "config.json").exists():

@@ -122,8 +122,9 @@ def dry_run(request_path: str | Path, out: str | Path, progress: str | Path | No
                                  workers=request.get("workers")) as scorer:
         for start in range(0, len(rows), batch_prompts):
             batch = rows[start:start + batch_prompts]
-            outs = generator.generate([r["prompt"] for r in batch], n=group_size, max_new_tokens=max_response_length,
-                                      temperature=temperature, top_p=top_p, seed=seed + start)
+            outs = generator.generate([r["prompt"] for r in batch], n=group_size,
+                                      max_response_length=max_response_length, temperature=temperature, top_p=top_p,
+                                      seed=seed + start)
             reqs = [RewardRequest(prompt=prompt_text(r["prompt"]), response=g.text, ground_truth=r.get("ground_truth"),
                                   data_source=r.get("data_source") or "default", extra_info=r.get("extra_info") or {})
                     for r, gens in zip(batch, outs, strict=True) for g in gens]

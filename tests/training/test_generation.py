@@ -49,50 +49,51 @@ def test_auto_picks_transformers_without_cuda_and_vllm_is_refused_here(gen):
 
 
 def test_a_seed_makes_sampling_repeatable_and_another_seed_differs(gen):
-    a = gen.generate(PROMPTS * 4, n=3, max_new_tokens=4, temperature=1.5, seed=11)
-    b = gen.generate(PROMPTS * 4, n=3, max_new_tokens=4, temperature=1.5, seed=11)
-    c = gen.generate(PROMPTS * 4, n=3, max_new_tokens=4, temperature=1.5, seed=12)
+    a = gen.generate(PROMPTS * 4, n=3, max_response_length=4, temperature=1.5, seed=11)
+    b = gen.generate(PROMPTS * 4, n=3, max_response_length=4, temperature=1.5, seed=11)
+    c = gen.generate(PROMPTS * 4, n=3, max_response_length=4, temperature=1.5, seed=12)
     assert texts(a) == texts(b)
     assert [[g.token_ids for g in r] for r in a] == [[g.token_ids for g in r] for r in b]
     assert texts(a) != texts(c)
 
 
 def test_n_samples_per_prompt_and_they_vary(gen):
-    out = gen.generate(PROMPTS, n=8, max_new_tokens=4, temperature=2.0, seed=3)
+    out = gen.generate(PROMPTS, n=8, max_response_length=4, temperature=2.0, seed=3)
     assert len(out) == len(PROMPTS) and all(len(row) == 8 for row in out)
     assert any(len(set(row)) > 1 for row in texts(out))  # sampling, not 8 copies
 
 
 def test_prompt_i_is_seeded_with_seed_plus_i_whatever_its_batch(models):
     with load_generator(models["policy"], device="cpu", batch_size=3) as g:
-        batch = g.generate(PROMPTS, n=2, max_new_tokens=4, temperature=1.5, seed=40)
-        alone = [g.generate([p], n=2, max_new_tokens=4, temperature=1.5, seed=40 + i)[0] for i, p in enumerate(PROMPTS)]
+        batch = g.generate(PROMPTS, n=2, max_response_length=4, temperature=1.5, seed=40)
+        alone = [g.generate([p], n=2, max_response_length=4, temperature=1.5, seed=40 + i)[0]
+                 for i, p in enumerate(PROMPTS)]
     assert texts(batch) == texts(alone)
 
 
 def test_greedy_ignores_the_seed_and_matches_a_taught_model(models):
     with load_generator(models["teacher"], device="cpu") as g:
-        one = g.generate(PROMPTS, max_new_tokens=4, temperature=0, seed=1)
-        two = g.generate(PROMPTS, max_new_tokens=4, temperature=0, seed=2)
+        one = g.generate(PROMPTS, max_response_length=4, temperature=0, seed=1)
+        two = g.generate(PROMPTS, max_response_length=4, temperature=0, seed=2)
     assert texts(one) == texts(two)
     right = sum(row[0].text.strip() == str(eval(p[:-1])) for p, row in zip(PROMPTS, one, strict=True))
     assert right >= 3  # the teacher learnt the sums
     assert all(row[0].finish_reason == "stop" and not row[0].truncated for row in one)
 
 
-def test_truncated_when_max_new_tokens_is_hit(gen):
-    out = gen.generate(PROMPTS, n=2, max_new_tokens=1, temperature=1.0, seed=0)
+def test_truncated_when_max_response_length_is_hit(gen):
+    out = gen.generate(PROMPTS, n=2, max_response_length=1, temperature=1.0, seed=0)
     flat = [g for row in out for g in row]
     # one token is a digit: never the end of the answer (demo answers end with EOS after the number)
     assert all(g.truncated and g.finish_reason == "length" and len(g.token_ids) == 1 for g in flat)
-    longer = [g for row in gen.generate(PROMPTS, n=2, max_new_tokens=6, temperature=0, seed=0) for g in row]
+    longer = [g for row in gen.generate(PROMPTS, n=2, max_response_length=6, temperature=0, seed=0) for g in row]
     assert all(not g.truncated and g.finish_reason == "stop" for g in longer)
     assert all(len(g.token_ids) < 6 for g in longer)
 
 
 def test_the_model_s_positions_cap_the_budget(gen):
     # the demo model reads 32 positions: asking for 500 new tokens stops there, marked truncated if no EOS
-    out = gen.generate(["1+1="], max_new_tokens=500, temperature=3.0, seed=5)
+    out = gen.generate(["1+1="], max_response_length=500, temperature=3.0, seed=5)
     assert len(out[0][0].token_ids) <= 28
 
 
@@ -100,7 +101,7 @@ def test_message_lists_render_with_plain_roles_when_the_tokenizer_has_no_templat
     model, tok = load_model_and_tokenizer(models["policy"])
     g = TransformersGenerator(model, tok)
     msgs = [{"role": "user", "content": "1+2="}]
-    out = g.generate([msgs], max_new_tokens=3, temperature=0)
+    out = g.generate([msgs], max_response_length=3, temperature=0)
     assert len(out) == 1 and isinstance(out[0][0].text, str)
 
 
@@ -113,7 +114,7 @@ def test_checkpoint_folders_load_with_the_base_model_s_tokenizer(tmp_path, model
     with pytest.raises(GenerationError, match="no tokenizer"):
         load_generator(ckpt, device="cpu")
     with load_generator(ckpt, device="cpu", base_model=models["policy"]) as g:
-        out = g.generate(["2+2="], max_new_tokens=4, temperature=0)
+        out = g.generate(["2+2="], max_response_length=4, temperature=0)
         workdir = g.workdir
     assert out[0][0].text.strip() == "4"
     assert workdir is not None and not workdir.exists()  # close() cleans up
@@ -165,7 +166,7 @@ def test_the_vllm_engine_asks_for_n_samples_with_a_seed_per_prompt(monkeypatch, 
     gen = load_generator(models["policy"], engine="auto", device="cuda", dtype="bfloat16")
     assert gen.engine == "vllm" and calls["llm"]["model"] == str(models["policy"])
     assert calls["llm"]["dtype"] == "bfloat16"
-    out = gen.generate(["1+2=", [{"role": "user", "content": "3+3="}]], n=2, max_new_tokens=7, temperature=0.5,
+    out = gen.generate(["1+2=", [{"role": "user", "content": "3+3="}]], n=2, max_response_length=7, temperature=0.5,
                        top_p=0.9, seed=100)
     prompts, params, lora = calls["generate"]
     assert prompts == ["1+2=", "user: 3+3=\nassistant: "] and lora is None

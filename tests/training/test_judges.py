@@ -135,7 +135,7 @@ def test_a_judge_model_on_the_tiny_demo_model_runs_both_orders(tmp_path):
     from training.models import build_tiny_model
 
     model = build_tiny_model(tmp_path / "judge", vocab=DEMO_VOCAB + "AB", hidden=32, layers=1, max_positions=512)
-    result = judges.judge_pairs(PAIRS, {"kind": "judge_model", "path": str(model), "max_new_tokens": 3},
+    result = judges.judge_pairs(PAIRS, {"kind": "judge_model", "path": str(model), "max_response_length": 3},
                                 resamples=100)
     assert len(result["pairs"]) == 4
     for p in result["pairs"]:

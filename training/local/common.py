@@ -110,7 +110,7 @@ def response_mask_from(resp: torch.Tensor, eos: set[int]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def rollout(model, tok, prompts: list[str], n: int, max_new_tokens: int, *, greedy: bool = False,
+def rollout(model, tok, prompts: list[str], n: int, max_response_length: int, *, greedy: bool = False,
             temperature: float = 1.0, device: torch.device | None = None, record_logprobs: bool = False) -> Rollout:
     """Generate `n` responses per prompt (grouped: prompt i owns rows i*n .. i*n+n-1); `record_logprobs` keeps
     the log-prob the sampler gave each token (`training.local.token_stats`)."""
@@ -118,7 +118,7 @@ def rollout(model, tok, prompts: list[str], n: int, max_new_tokens: int, *, gree
     enc = encode_prompts(tok, prompts, device)
     was_training = model.training
     model.eval()
-    kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "pad_token_id": tok.pad_token_id,
+    kwargs: dict[str, Any] = {"max_new_tokens": max_response_length, "pad_token_id": tok.pad_token_id,
                               "eos_token_id": sorted(eos_ids(model, tok)), "num_return_sequences": n}
     if greedy:
         kwargs.update(do_sample=False, temperature=None, top_k=None, top_p=None)

@@ -194,7 +194,7 @@ class DistillTrainer:
             self._val_refs = reference_texts(self.val_rows, base)
         return validate_generation(model=self.model, tok=self.tok, rows=self.val_rows, prompts=self.val_prompts,
                                    scorer=self.scorer, references=self._val_refs, step=step,  # type: ignore[arg-type]
-                                   max_new_tokens=self.hp.max_response_length, run_dir=self.job.run_dir,
+                                   max_response_length=self.hp.max_response_length, run_dir=self.job.run_dir,
                                    autocast=self.rt.autocast)
 
     def close(self) -> None:

@@ -15,11 +15,11 @@ from training.reward_client import RewardRequest, RewardScorer
 from training.rundir import RunDir, write_jsonl
 
 
-def greedy_responses(model, tok, prompts: list[str], max_new_tokens: int, chunk: int = 64,
+def greedy_responses(model, tok, prompts: list[str], max_response_length: int, chunk: int = 64,
                      autocast: Callable | None = None) -> list[str]:
     """Greedy replies of a loaded model, through the one generation interface (training.generation)."""
     gen = TransformersGenerator(model, tok, batch_size=chunk, autocast=autocast)
-    return [g[0].text for g in gen.generate(prompts, max_new_tokens=max_new_tokens, temperature=0.0)]
+    return [g[0].text for g in gen.generate(prompts, max_response_length=max_response_length, temperature=0.0)]
 
 
 def requests_for(rows: list[dict], prompts: list[str], responses: list[str]) -> list[RewardRequest]:
@@ -44,14 +44,14 @@ def needs_base_references(rows: list[dict]) -> bool:
 
 
 def validate_generation(*, model, tok, rows: list[dict], prompts: list[str], scorer: RewardScorer,
-                        references: list[str | None], step: int, max_new_tokens: int, run_dir: Path,
+                        references: list[str | None], step: int, max_response_length: int, run_dir: Path,
                         tie_tolerance: float = 1e-6, autocast: Callable | None = None,
                         responses: list[str] | None = None) -> dict[str, float]:
     """Return the val metrics for `step` and write samples/val/<step>.jsonl.
 
     `responses` already generated (training.evaluate generates through training.generation) skip the model."""
     if responses is None:
-        responses = greedy_responses(model, tok, prompts, max_new_tokens, autocast=autocast)
+        responses = greedy_responses(model, tok, prompts, max_response_length, autocast=autocast)
     results = scorer.score(requests_for(rows, prompts, responses))
     ref_idx = [i for i, r in enumerate(references) if r is not None]
     ref_results: dict[int, Any] = {}

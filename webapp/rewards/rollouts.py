@@ -24,7 +24,7 @@ from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards import samples as sample_lib
 
 MAX_LISTED_RUNS = 30
-SAMPLE_MAX_NEW_TOKENS = 128
+SAMPLE_MAX_RESPONSE_LENGTH = 128
 
 
 # (project, job id or None, at most N) -> [(job id, label, run dir)], newest first; set by the runs app.
@@ -98,14 +98,14 @@ def model_samples(*, project, model_id: int, rows: list[dict[str, Any]],
     if not rows:
         raise sample_lib.SampleError("The chosen dataset version has no rows in that split.")
     origin = (f"{count(len(rows), 'response')} sampled from {model.name} "
-              f"(greedy, at most {SAMPLE_MAX_NEW_TOKENS} tokens)")
+              f"(greedy, at most {SAMPLE_MAX_RESPONSE_LENGTH} tokens)")
     if not generate:
         return origin, []
     prompts = [row.get("prompt") if isinstance(row.get("prompt"), list) else row.get("prompt_text", "")
                for row in rows]
     try:
         with load_generator(model.path) as generator:
-            outputs = generator.generate(prompts, n=1, max_new_tokens=SAMPLE_MAX_NEW_TOKENS, temperature=0.0,
+            outputs = generator.generate(prompts, n=1, max_response_length=SAMPLE_MAX_RESPONSE_LENGTH, temperature=0.0,
                                          seed=0)
     except (GenerationError, OSError, ValueError) as exc:
         raise sample_lib.SampleError(f"{model.name} could not answer the prompts: {exc}") from None
