@@ -14,7 +14,7 @@ The request (JSON):
      "prompts": JSONL (rows {"index", "prompt", "ground_truth", "data_source", "extra_info"}),
      "group_size": 4, "max_response_length": 64, "temperature": 1.0, "top_p": 1.0, "seed": 0, "batch_prompts": 16,
      "reward": {"components": [{"type": "function", "path": "reward.py", "name": "compute_score"}],
-                "shaping": "raw"}, "sandbox": {limits}, "workers": null, "batch_size": 64}
+                "shaping": "raw"}, "sandbox": {limits}, "reward_workers": null, "batch_size": 64}
 Relative paths are relative to the request file's folder. The progress file holds {"done", "total"}
 (prompts), rewritten after each batch. Exit code 2: the request is wrong (the message says how).
 """
@@ -119,7 +119,7 @@ def dry_run(request_path: str | Path, out: str | Path, progress: str | Path | No
     except GenerationError as exc:
         raise DryRunError(str(exc)) from None
     with generator, RewardScorer(reward, base, sandbox=request.get("sandbox"), device="cpu",
-                                 workers=request.get("workers")) as scorer:
+                                 workers=request.get("reward_workers")) as scorer:
         for start in range(0, len(rows), batch_prompts):
             batch = rows[start:start + batch_prompts]
             outs = generator.generate([r["prompt"] for r in batch], n=group_size,

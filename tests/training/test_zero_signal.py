@@ -40,7 +40,7 @@ def write_request(tmp_path, model, truths, **over):
             for i, t in enumerate(truths)]
     (tmp_path / "prompts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     request = {"model": str(model), "device": "cpu", "prompts": "prompts.jsonl", "group_size": 4,
-               "max_response_length": 3, "temperature": 1.0, "seed": 3, "batch_prompts": 4, "workers": 1,
+               "max_response_length": 3, "temperature": 1.0, "seed": 3, "batch_prompts": 4, "reward_workers": 1,
                "reward": {"components": [{"type": "function", "path": "reward.py", "name": "compute_score"}],
                           "shaping": "raw"}, **over}
     (tmp_path / "request.json").write_text(json.dumps(request))
