@@ -31,6 +31,12 @@ class DryRunRequestSerializer(serializers.Serializer):
     temperature = serializers.FloatField(required=False, allow_null=True)
     seed = serializers.IntegerField(required=False, allow_null=True)
 
+    def validate(self, attrs):
+        unknown = sorted(set(self.initial_data) - set(self.fields))
+        if unknown:  # e.g. an old client's "n": refused, never silently the default
+            raise serializers.ValidationError({unknown[0]: [f"unknown field; the fields are {', '.join(self.fields)}"]})
+        return attrs
+
 
 def _run(project, pk) -> ZeroSignalRun:
     run = ZeroSignalRun.objects.filter(pk=pk, version__dataset__project=project).select_related(

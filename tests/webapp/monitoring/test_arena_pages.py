@@ -216,6 +216,8 @@ def test_the_api_starts_an_arena_and_refuses_bad_input(sides, engineer, reviewer
     assert BlindTask.objects.get(pk=r.json()["id"]).prompts[1]["prompt"] == [{"role": "user", "content": "2+2="}]
     bad = api_for(engineer).post(url, {**body, "sampling": {"max_response_length": 0}}, format="json")
     assert bad.status_code == 400 and bad.json()["field"] == "max_response_length"
+    old_name = api_for(engineer).post(url, {**body, "sampling": {"max_new_tokens": 8}}, format="json")
+    assert old_name.status_code == 400 and "max_response_length" in old_name.json()["detail"]
     assert api_for(engineer).post(url, {"side_a": sides["a"]}, format="json").status_code == 400
     listed = api_for(reviewer).get(url).json()["arenas"]
     assert listed[0]["source"] == "arena" and listed[0]["anyone_may_judge"]

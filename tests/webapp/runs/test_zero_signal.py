@@ -143,6 +143,9 @@ def test_the_api_queues_reads_and_derives(project, engineer, viewer, prompts_ver
     bad = client.post(url, {"dataset": prompts_version.dataset.name, "model": tiny_model.pk,
                             "reward_version": tie_reward.pk, "group_size": 1}, format="json")
     assert bad.status_code == 400 and bad.json()["field"] == "group_size"
+    old_name = client.post(url, {"dataset": prompts_version.dataset.name, "model": tiny_model.pk,
+                                 "reward_version": tie_reward.pk, "n": 2}, format="json")
+    assert old_name.status_code == 400 and old_name.json()["field"] == "n" and "group_size" in old_name.json()["detail"]
     resp = client.post(url, {"dataset": prompts_version.dataset.name, "model": tiny_model.pk,
                              "reward_version": tie_reward.pk, "group_size": 2}, format="json")
     assert resp.status_code == 202 and resp.json()["status"] == "queued"

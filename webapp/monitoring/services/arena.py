@@ -93,6 +93,10 @@ def prompts_from_version(project, version: DatasetVersion | None, split: str, li
 
 
 def clean_sampling(raw: dict[str, Any] | None) -> dict[str, Any]:
+    unknown = sorted(set(raw or {}) - set(SAMPLING_DEFAULTS))
+    if unknown:
+        raise ApplicationError(f"Unknown sampling setting {', '.join(map(repr, unknown))}: use "
+                               f"{', '.join(SAMPLING_DEFAULTS)}.", field="sampling")
     s = {**SAMPLING_DEFAULTS, **{k: v for k, v in (raw or {}).items() if v not in (None, "")}}
     try:
         out = {"max_response_length": int(s["max_response_length"]), "temperature": float(s["temperature"]),
