@@ -232,8 +232,8 @@ class VerlBackend:
             raise BackendError("multi-node VERL runs are submitted to a Ray cluster: set RAY_ADDRESS "
                                "(e.g. http://head:8265) on the GPU worker", permanent=False)
         if verl_cfg.get("use_v1") and not address and importlib.util.find_spec("transfer_queue") is None:
-            raise BackendError("verl.use_v1 needs the TransferQueue package on the worker (pip install "
-                               "TransferQueue==0.1.11; VERL 0.9.1 asks for >=0.1.10), or set verl.use_v1=false")
+            raise BackendError("verl.use_v1 needs the TransferQueue package on the worker (requirements/lock.txt "
+                               "pins it; VERL 0.9.1 asks for TransferQueue>=0.1.10), or set verl.use_v1=false")
 
         train_rows = _data_rows(spec, run_dir, "train")
         val_rows = _data_rows(spec, run_dir, "val")
