@@ -324,7 +324,9 @@ SETTINGS: tuple[Setting, ...] = (
     S(key="verl.gpu_memory_utilization", type="float", default=0.4, label="Rollout GPU memory fraction", group="VERL",
       low=0, high=1, low_open=True, kinds=POLICY_KINDS, local=False,
       verl=Verl((f"{ROLLOUT}.gpu_memory_utilization",))),
-    S(key="verl.use_v1", type="bool", default=False, label="VERL V1 trainer (needs TransferQueue)", group="VERL",
+    # VERL 0.9's default trainer; VERL says it will remove the legacy one, which stays a choice until then.
+    S(key="verl.use_v1", type="bool", default=True, label="VERL V1 trainer", group="VERL",
+      help="VERL's default trainer. Untick for VERL's legacy trainer (deprecated by VERL).",
       kinds=POLICY_KINDS, local=False, verl=Verl(("trainer.use_v1",))),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}

@@ -374,7 +374,7 @@ def override_pairs(
     ]
     if resume.path:
         ov.append(("trainer.resume_from_path", resume.path))
-    # trainer.use_v1 (a setting, default False): V1 imports `transfer_queue`, which verl declares only in
+    # trainer.use_v1 (a setting, default True): V1 imports `transfer_queue`, which verl declares only in
     # an extra (verl issue #7320); the lock pins it, and prepare refuses V1 where it is missing.
     ov.append(("hydra.run.dir", str(paths.hydra_dir)))
     for key, value in (logger_env or {}).items():

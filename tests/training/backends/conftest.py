@@ -39,7 +39,7 @@ BASE_SPEC: dict[str, Any] = {
            "group_size": 4, "temperature": 1.0, "clip_ratio": 0.2, "loss_agg_mode": "token-mean",
            "lora": {"rank": 0, "alpha": 16, "targets": "all-linear"},
            "save_freq": 10, "test_freq": 5, "seed": 1, "keep_last_k": 3},
-    "verl": {"rollout_engine": "vllm", "n_gpus_per_node": 1, "nnodes": 1, "use_v1": False},
+    "verl": {"rollout_engine": "vllm", "n_gpus_per_node": 1, "nnodes": 1, "use_v1": True},
     "sandbox": {"time_limit_s": 5, "batch_time_limit_s": 120, "memory_mb": 1024},
 }
 

@@ -184,4 +184,4 @@ def test_the_exact_argv_parses_through_main_ppos_own_cli(make_run, tmp_path):
     assert cfg["data"]["train_files"] == str(run_dir.resolve() / "data" / "train.parquet")
     assert cfg["trainer"]["default_local_dir"] == str(run_dir.resolve() / "checkpoints")
     assert cfg["reward"]["custom_reward_function"]["path"] == str(run_dir.resolve() / "verl" / "reward_fn.py")
-    assert cfg["trainer"]["use_v1"] is False and cfg["actor_rollout_ref"]["rollout"]["n"] == 4
+    assert cfg["trainer"]["use_v1"] is True and cfg["actor_rollout_ref"]["rollout"]["n"] == 4

@@ -29,13 +29,13 @@ def test_cpu_plan_composes_with_verls_config(verl_compose, make_run):
     assert rollout.name == "hf" and rollout.checkpoint_engine.backend == "naive"
     assert actor.strategy == "fsdp2" and actor.use_torch_compile is False
     assert cfg.actor_rollout_ref.model.use_remove_padding is False
-    assert cfg.trainer.device == "cpu" and cfg.trainer.use_v1 is False and cfg.trainer.n_gpus_per_node == 1
+    assert cfg.trainer.device == "cpu" and cfg.trainer.use_v1 is True and cfg.trainer.n_gpus_per_node == 1
     ray_init = cfg.ray_kwargs.ray_init
     assert ray_init.address == "local" and ray_init.num_gpus == 1 and ray_init.include_dashboard is False
     assert ray_init._temp_dir == ray_temp_dir(run_dir, 1) == plan.scratch_dirs[0]
     assert plan.env["VERL_USE_EXTERNAL_MODULES"] == PLUGIN_MODULE and plan.env["VERL_PLATFORM"] == "cpu"
     assert plan.env["RAY_ADDRESS"] == ""  # a cluster named by the worker's environment is never joined
-    assert plan.env["GLOO_SOCKET_IFNAME"] == "lo" and V1_ENV not in plan.env
+    assert plan.env["GLOO_SOCKET_IFNAME"] == "lo"
     assert plan.env["WORKBENCH_C10D_STORE_DIR"].startswith(ray_init._temp_dir)  # ranks meet without a socket
     assert json.loads(json.dumps(plan.to_json()))["scratch_dirs"] == plan.scratch_dirs
 
@@ -125,9 +125,11 @@ def test_on_policy_distillation_on_cpu_gives_the_teacher_its_own_faked_gpu(verl_
         VerlBackend().prepare(spec, run_dir, 1)
 
 
-def test_the_v1_trainer_is_the_forms_choice_on_cpu_with_one_storage_unit(verl_compose, make_run):
-    pytest.importorskip("transfer_queue")
-    spec, run_dir = make_run({**CPU, "verl": {"use_v1": True}})
+def test_the_v1_trainer_is_the_default_on_cpu_with_one_storage_unit_and_legacy_a_choice(verl_compose, make_run):
+    from training.hparams import defaults
+
+    assert defaults("verl")["use_v1"] is True  # what the form and every preset start from
+    spec, run_dir = make_run(CPU)
     plan = VerlBackend().prepare(spec, run_dir, 1)
     cfg = verl_compose(_overrides(plan))
     assert cfg.trainer.use_v1 is True and cfg.trainer.device == "cpu"
@@ -136,9 +138,14 @@ def test_the_v1_trainer_is_the_forms_choice_on_cpu_with_one_storage_unit(verl_co
     assert cfg.transfer_queue.backend.SimpleStorage.num_data_storage_units == 1
     assert cfg.ray_kwargs.ray_init.num_cpus == 8
 
+    spec, run_dir = make_run({**CPU, "verl": {"use_v1": False}}, name="legacy")
+    plan = VerlBackend().prepare(spec, run_dir, 1)
+    cfg = verl_compose(_overrides(plan))
+    assert cfg.trainer.use_v1 is False and V1_ENV not in plan.env
+    assert "transfer_queue.backend.SimpleStorage.num_data_storage_units=1" not in _overrides(plan)
+
 
 def test_v1_rollout_dumps_get_group_uids_and_reward_columns():
-    pytest.importorskip("transfer_queue")
     from training.verl_cpu.v1_dump import merge_extras
 
     out = merge_extras({"uid": ["p1_0_0", "p1_1_0"]}, ["p1", "p1"],

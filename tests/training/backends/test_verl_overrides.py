@@ -36,7 +36,7 @@ BASE = {"job_id": "17", "kind": "grpo", "backend": "verl", "model": {"path": "/m
         "data": {"train": "data/train.jsonl", "val": "data/val.jsonl"},
         "reward": {"shaping": "raw", "components": [
             {"type": "function", "path": "reward/exact_match.py", "name": "compute_score", "weight": 1.0}]},
-        "hp": HP, "verl": {"rollout_engine": "vllm", "n_gpus_per_node": 1, "nnodes": 1, "use_v1": False}}
+        "hp": HP, "verl": {"rollout_engine": "vllm", "n_gpus_per_node": 1, "nnodes": 1, "use_v1": True}}
 LOGGER_ENV = {"VERL_FILE_LOGGER_PATH": "/runs/17/attempts/1/metrics.jsonl", "WANDB_MODE": "disabled"}
 
 

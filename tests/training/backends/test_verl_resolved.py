@@ -58,7 +58,7 @@ def test_the_dry_run_shows_each_setting_at_its_resolved_key(make_run):
     assert "#   Max steps (12) -> trainer.total_training_steps -> 12" in text
     assert "#   Seed (7) -> data.seed -> 7" in text and "#   Seed (7) -> actor_rollout_ref.rollout.seed -> 7" in text
     assert "-> reward.reward_manager.name -> naive" in text
-    assert "-> trainer.use_v1 -> false" in text
+    assert "-> trainer.use_v1 -> true" in text
 
 
 def test_a_cpu_rehearsal_says_which_settings_it_replaces(make_run, base_spec):

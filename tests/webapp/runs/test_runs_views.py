@@ -151,7 +151,7 @@ def test_verl_review_shows_the_exact_command(project, engineer, as_user, prompts
     assert '<table id="resolved">' in html
     assert "<td><code>actor_rollout_ref.rollout.n</code></td><td><code>8</code>" in html
     rows = {r["key"]: r for r in resp.context["resolved"]}
-    assert rows["trainer.use_v1"]["resolved"] == "false" and rows["reward.reward_manager.name"]["resolved"] == "naive"
+    assert rows["trainer.use_v1"]["resolved"] == "true" and rows["reward.reward_manager.name"]["resolved"] == "naive"
     assert all(r["ok"] for r in rows.values())
 
 

@@ -2,7 +2,8 @@
 the demo model, the CPU plugin) under the supervisor; the sync ingests VERL's file logger and lists
 `global_step_N`; the checkpoint exports through VERL's model merger to an HF folder that generates; a
 rollback child resumes from that VERL checkpoint; a killed supervisor ends as lost and the job
-resumes; cancel leaves no Ray process.
+resumes; cancel leaves no Ray process. VERL's V1 trainer (the default) runs all of it; the legacy trainer, a
+choice on the form, runs the first test only (each run costs minutes of CI).
 
 Each launch starts a private Ray cluster: about a minute per launch on two cores."""
 from __future__ import annotations
@@ -137,16 +138,15 @@ def _check_rollout_store(job, run_dir: Path) -> None:
         assert all(r["score"] == pytest.approx(r["components"]["near_miss_v1"]) for r in rows)
 
 
-@pytest.mark.parametrize("use_v1", [False, True], ids=["legacy", "v1"])
+@pytest.mark.parametrize("use_v1", [True, False], ids=["v1", "legacy"])
 def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(project, engineer, inputs, tmp_path,
                                                                              celery_worker_proc, stop_runs, use_v1):
     from webapp.monitoring.services.export import export_request
     from webapp.runs.services import job_create, job_create_child
 
-    if use_v1:
-        pytest.importorskip("transfer_queue")  # VERL's V1 trainer keeps its batches in TransferQueue
+    trainer = {} if use_v1 else {"verl.use_v1": False}  # V1 is the default; legacy is the form's other choice
     job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
-                     hp_overrides={**HP, "verl.use_v1": use_v1}, include_unreviewed=True, **inputs)
+                     hp_overrides={**HP, **trainer}, include_unreviewed=True, **inputs)
     assert job.queue == "cpu" and job.config["hp"]["device"] == "cpu"
     assert job.config["verl"]["use_v1"] is use_v1
     job = _run_until(job, lambda j: j.state == JobState.SUCCEEDED, "the VERL job", celery_worker_proc)
@@ -204,10 +204,14 @@ def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, 
     run_dir = Path(job.run_dir)
     assert _ray_processes(run_dir)  # a live private Ray cluster
     first = run_dir / "attempts" / "1"
-    # It listens on loopback only: GCS, raylet, object manager, agents, metrics, workers, the trainer's store.
+    assert "trainer.use_v1=True" in (first / "launch.json").read_text()  # the default trainer
+    # It listens on loopback only: GCS, raylet, object manager, agents, metrics, workers, the trainer's store,
+    # TransferQueue's controller and storage unit (ZMQ).
     listeners = _listeners(int((first / "supervisor.pid").read_text()))
     assert len(listeners) >= 5, listeners
     assert all(ip.startswith("127.") or ip in ("::1", "::ffff:127.0.0.1") for _name, ip, _port in listeners), listeners
+    # V1's batch store is among them (TransferQueue binds to Ray's node address)
+    assert {"ray::TransferQueueController", "ray::SimpleStorageUnit"} <= {n for n, _ip, _port in listeners}, listeners
     os.kill(int((first / "supervisor.pid").read_text()), signal.SIGKILL)  # the worker's host loses it
     job = _run_until(job, lambda j: j.state == JobState.LOST, "lost", celery_worker_proc, timeout=120)
     assert not _ray_processes(run_dir)  # the sync stopped what the dead supervisor left
