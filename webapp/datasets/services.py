@@ -299,20 +299,33 @@ def _ingest(version: DatasetVersion, created: bool, source: Source, shape: Shape
     report.update(rows_imported=good, skipped=errors.count,
                   duplicates=ingest.duplicate_summary(version.pk, prefixes),
                   data_sources=ingest.data_source_counts(version.pk, counted=sources))
-    with transaction.atomic():
-        DatasetVersion.objects.filter(pk=version.pk).update(
-            status=VersionStatus.READY, progress=1.0, row_count=good, train_count=counts["train"],
-            val_count=counts["val"], content_hash=content.hexdigest(), report=report, updated_at=timezone.now())
-        version.refresh_from_db()
-        record.status, record.progress, record.phase, record.version = ImportStatus.SUCCEEDED, 1.0, "done", version
-        record.report, record.error = report, ""
-        record.save()
-        audit(actor=user, action="dataset.import", project=version.project, obj=version,
-              summary=f"Imported {count(good, 'row')} into {version}" + (f" ({count(errors.count, 'bad row')} skipped)"
-                                                                 if errors.count else ""),
-              after={"rows": good, "content_hash": version.content_hash, "file": record.filename})
+    _make_ready(record, user, version, good=good, skipped=errors.count, counts=counts,
+                content_hash=content.hexdigest(), report=report)
     tracker(1.0, "done", force=True)
     return version
+
+
+def _make_ready(record: DatasetImport, user, version: DatasetVersion, *, good: int, skipped: int, counts: dict,
+                content_hash: str, report: dict) -> None:
+    """Mark the version ready and the import succeeded, audited, in one transaction; or, when the version was
+    discarded while the import ran (the stale-import sweep), delete its rows: no row may outlive its version."""
+    with transaction.atomic():
+        finished = DatasetVersion.objects.filter(pk=version.pk, status=VersionStatus.IMPORTING).update(
+            status=VersionStatus.READY, progress=1.0, row_count=good, train_count=counts["train"],
+            val_count=counts["val"], content_hash=content_hash, report=report, updated_at=timezone.now())
+        if finished:
+            version.refresh_from_db()
+            record.status, record.progress, record.phase, record.version = ImportStatus.SUCCEEDED, 1.0, "done", version
+            record.report, record.error = report, ""
+            record.save()
+            audit(actor=user, action="dataset.import", project=version.project, obj=version,
+                  summary=f"Imported {count(good, 'row')} into {version}" + (f" ({count(skipped, 'bad row')} skipped)"
+                                                                     if skipped else ""),
+                  after={"rows": good, "content_hash": version.content_hash, "file": record.filename})
+            return
+    ingest.delete_rows(version.pk)
+    raise _fail(record, user, "This import was stopped while it ran (its version was discarded), so nothing was "
+                              "imported. Upload the file again.", code="discarded", report=report)
 
 
 def _planned_val(opts: dict, planned: int | None) -> set[int]:

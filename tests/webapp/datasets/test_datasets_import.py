@@ -272,6 +272,27 @@ def test_stale_imports_are_discarded(project, engineer, write, pairs):
     assert running.status == ImportStatus.FAILED and "stopped unexpectedly" in running.error
 
 
+def test_an_import_whose_version_is_discarded_while_it_runs_leaves_no_rows(project, engineer, write, pairs,
+                                                                          monkeypatch):
+    """Rows have no database foreign key (it was a third of an import's database work): the import itself makes
+    sure none outlives a version the stale-import sweep discarded under it."""
+    from webapp.datasets import ingest
+
+    summary = ingest.duplicate_summary
+
+    def sweep_meanwhile(version_id, prefixes):
+        # The sweep deleted the rows written so far, then the version; these rows came in between.
+        assert DatasetRow.objects.filter(version_id=version_id).count() == len(pairs)
+        gone = DatasetVersion.objects.filter(pk=version_id)
+        gone._raw_delete(gone.db)
+        return summary(version_id, prefixes)
+
+    monkeypatch.setattr(ingest, "duplicate_summary", sweep_meanwhile)
+    with pytest.raises(ImportFailed, match="stopped while it ran") as failed:
+        run(project, engineer, write("p.jsonl", pairs))
+    assert failed.value.record.status == ImportStatus.FAILED and not DatasetRow.objects.exists()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_outside_a_transaction_rows_are_committed_in_batches_and_still_all_or_nothing(project, engineer, write,
                                                                                      monkeypatch):
