@@ -13,6 +13,7 @@
 # 5. restarts the run (attempt 2, max_steps 4): VERL must resume from global_step_2;
 # 6. exports the last checkpoint to HF with verl.model_merger and loads it; prints a summary.
 # Env: SMOKE_MODEL, SMOKE_ENGINE (vllm|sglang), SMOKE_GPUS (default 1), SMOKE_TIMEOUT (s per attempt),
+#      SMOKE_TRAINER (v1, the app's default, or legacy: VERL's two trainers),
 #      SMOKE_PREPARE_ONLY=1 (no GPU needed: build the run dir, print the command, stop).
 set -euo pipefail
 
@@ -33,6 +34,10 @@ PINS="$WORK/image-pins.txt"
 "$PY" -m pip list --format=freeze 2>/dev/null | grep -viE '^(verl)==' > "$PINS"
 if ! "$PY" -c "import verl, sys; sys.exit(verl.__version__ != '0.9.1')" 2>/dev/null; then
   "$PY" -m pip install -q -c "$PINS" "verl==0.9.1"
+fi
+# VERL's V1 trainer keeps its batches in TransferQueue, which VERL lists only in an extra: the lock's version
+if [ "${SMOKE_TRAINER:-v1}" != legacy ] && ! "$PY" -c "import transfer_queue" 2>/dev/null; then
+  "$PY" -m pip install -q -c "$PINS" "$(grep -i '^transferqueue==' "$REPO/requirements/lock.txt")"
 fi
 for mod in orjson pyarrow datasets hydra; do
   "$PY" -c "import $mod" 2>/dev/null || "$PY" -m pip install -q -c "$PINS" "$([ $mod = hydra ] && echo hydra-core || echo $mod)"
@@ -94,7 +99,8 @@ spec = {"job_id": "smoke", "kind": "grpo", "backend": "verl", "model": {"path": 
                "max_steps": 2, "max_prompt_length": 64, "max_response_length": 32, "group_size": 4,
                "temperature": 1.0, "clip_ratio": 0.2, "loss_agg_mode": "token-mean",
                "lora": {"rank": 0}, "save_freq": 2, "test_freq": 2, "seed": 1},
-        "verl": {"rollout_engine": engine, "n_gpus_per_node": gpus, "nnodes": 1, "use_v1": False,
+        "verl": {"rollout_engine": engine, "n_gpus_per_node": gpus, "nnodes": 1,
+                 "use_v1": os.environ.get("SMOKE_TRAINER", "v1") != "legacy",
                  "gpu_memory_utilization": 0.3, "reward_workers": 2},
         "sandbox": {"time_limit_s": 5, "batch_time_limit_s": 120, "memory_mb": 1024}}
 

@@ -150,7 +150,7 @@ def plan_rows(spec: dict[str, Any], reward_module: str | None) -> list[Row]:
     from training.backends.verl_overrides import REWARD_MANAGER, planned_trainer_v1
 
     rows = [Row("Reward manager", REWARD_MANAGER_KEY, REWARD_MANAGER, REWARD_MANAGER, note="planned"),
-            Row("Trainer version (V1)", TRAINER_VERSION, planned_trainer_v1(spec), planned_trainer_v1(spec),
+            Row("V1 trainer (false: legacy)", TRAINER_VERSION, planned_trainer_v1(spec), planned_trainer_v1(spec),
                 note="planned")]
     if reward_module is not None:
         rows[:0] = [Row("Reward function", REWARD_PATH, reward_module, reward_module, note="planned"),
