@@ -147,7 +147,8 @@ class SandboxProcess:
         self.sel.register(self.out_fd, selectors.EVENT_READ)
         self.wsel = selectors.DefaultSelector()
         self.wsel.register(self.in_fd, selectors.EVENT_WRITE)
-        cfg = {**cfg, "nproc_base": launch.nproc_base(), "index_fd": self.index_fd, "batch_fd": self.batch_fd,
+        self.nproc_base = launch.nproc_base()  # the uid's tasks elsewhere when it started: RLIMIT_NPROC adds them
+        cfg = {**cfg, "nproc_base": self.nproc_base, "index_fd": self.index_fd, "batch_fd": self.batch_fd,
                "drop_uid": launch.drop_uid, "private_tmp": launch.private_tmp,
                "pidns": launch.pidns, "cwd": launch.cwd}
         try:
