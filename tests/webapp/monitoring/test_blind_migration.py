@@ -5,31 +5,20 @@ under their old ids, and every pair with a secret of its own."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migration_support import migrate_app_to
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = ("monitoring", "0009_diagnostic_bundle")  # the last migration before the move
 
 
-def _latest() -> list[tuple[str, str]]:
-    return MigrationExecutor(connection).loader.graph.leaf_nodes()
-
-
-def _migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 @pytest.fixture
 def old_apps():
     # every other app as it is now (their rows must be valid today), monitoring from before the move
-    apps = _migrate([node for node in _latest() if node[0] != "monitoring"] + [BEFORE])
+    apps = migrate_app_to(BEFORE)
     yield apps
-    _migrate(_latest())  # leave the database as the others expect
+    migrate_app_to(None)  # leave the database as the others expect
 
 
 def _old_data(apps):
@@ -87,7 +76,7 @@ def _old_data(apps):
 
 def test_arenas_and_human_evaluations_become_blind_tasks(old_apps):
     _old_data(old_apps)
-    _migrate(_latest())
+    migrate_app_to(None)
 
     from webapp.monitoring.blind_results import blind_results
     from webapp.monitoring.models import BlindTask, BlindVerdict, JudgeRun

@@ -3,9 +3,8 @@ written the old way: configs, the guard's state, its events and the attempts it 
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
 
+from tests.migration_support import migrate_app_to
 from training.guard_rules import EngineState, RuleEngine, parse_rules
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -16,16 +15,8 @@ OLD_GUARD = {"enabled": True, "metric": "actor/kl_loss", "threshold": 0.2, "pati
              "lr_factor": 0.5, "kl_factor": 2.0, "max_rollbacks": 1}
 
 
-def _migrate(node):
-    """Every app at its latest migration but monitoring, which is at `node`; the models as they were there."""
-    executor = MigrationExecutor(connection)
-    targets = [n for n in executor.loader.graph.leaf_nodes() if n[0] != "monitoring"] + [node]
-    executor.migrate(targets)
-    return MigrationExecutor(connection).loader.project_state(targets).apps
-
-
 def test_old_kl_guards_become_the_kl_rule_with_their_history():
-    apps = _migrate(BEFORE)
+    apps = migrate_app_to(BEFORE)
     try:
         Project, Job = apps.get_model("core", "Project"), apps.get_model("runs", "Job")
         RunEvent, JobAttempt = apps.get_model("runs", "RunEvent"), apps.get_model("runs", "JobAttempt")
@@ -53,7 +44,7 @@ def test_old_kl_guards_become_the_kl_rule_with_their_history():
                                                                "streak": [[32, 0.25]], "rollbacks": 0, "hp": {}})
         untouched = job("reward model", {})
 
-        apps = _migrate(AFTER)
+        apps = migrate_app_to(AFTER)
         Job, RunEvent = apps.get_model("runs", "Job"), apps.get_model("runs", "RunEvent")
         JobAttempt = apps.get_model("runs", "JobAttempt")
         GuardRulesRecord = apps.get_model("monitoring", "GuardRulesRecord")
@@ -91,5 +82,4 @@ def test_old_kl_guards_become_the_kl_rule_with_their_history():
 
         assert Job.objects.get(pk=untouched.pk).config == {"hp": hp}
     finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
+        migrate_app_to(None)

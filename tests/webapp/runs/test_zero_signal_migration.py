@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migration_support import migrate_app_to
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -14,16 +14,8 @@ OLD_PARAMS = {"n": 3, "max_new_tokens": 16, "max_prompts": 10, "temperature": 1.
 OLD_RESULT = {"prompts": 10, "n": 3, "tied": 2, "params": {"n": 3, "max_new_tokens": 16, "top_p": 1.0}}
 
 
-def _migrate(node):
-    """Every app at its latest migration but runs, which is at `node`; the models as they were there."""
-    executor = MigrationExecutor(connection)
-    targets = [n for n in executor.loader.graph.leaf_nodes() if n[0] != "runs"] + [node]
-    executor.migrate(targets)
-    return MigrationExecutor(connection).loader.project_state(targets).apps
-
-
 def test_stored_dry_runs_get_the_settings_names_and_back():
-    apps = _migrate(BEFORE)
+    apps = migrate_app_to(BEFORE)
     try:
         Project, Dataset = apps.get_model("core", "Project"), apps.get_model("datasets", "Dataset")
         DatasetVersion, ZeroSignalRun = apps.get_model("datasets", "DatasetVersion"), apps.get_model("runs",
@@ -33,7 +25,7 @@ def test_stored_dry_runs_get_the_settings_names_and_back():
         pk = ZeroSignalRun.objects.create(version=version, params=OLD_PARAMS, result=OLD_RESULT).pk
         old_config = {"hp": {"max_response_length": 512}, "human_eval": {"every": 2, "max_new_tokens": 32}}
         job = apps.get_model("runs", "Job").objects.create(project=project, name="j", kind="grpo", config=old_config)
-        apps = _migrate(AFTER)
+        apps = migrate_app_to(AFTER)
         run = apps.get_model("runs", "ZeroSignalRun").objects.get(pk=pk)
         assert apps.get_model("runs", "Job").objects.get(pk=job.pk).config == {
             "hp": {"max_response_length": 512}, "human_eval": {"every": 2, "max_response_length": 32}}
@@ -41,9 +33,9 @@ def test_stored_dry_runs_get_the_settings_names_and_back():
                               "seed": 0}
         assert run.result == {"prompts": 10, "group_size": 3, "tied": 2,
                               "params": {"group_size": 3, "max_response_length": 16, "top_p": 1.0}}
-        apps = _migrate(BEFORE)
+        apps = migrate_app_to(BEFORE)
         run = apps.get_model("runs", "ZeroSignalRun").objects.get(pk=pk)
         assert (run.params, run.result) == (OLD_PARAMS, OLD_RESULT)
         assert apps.get_model("runs", "Job").objects.get(pk=job.pk).config == old_config
     finally:
-        _migrate(AFTER)
+        migrate_app_to(AFTER)
