@@ -3,6 +3,7 @@
     .venv/bin/python bench/make_big_run.py --scale small && .venv/bin/python bench/make_big_run.py --scale large
     .venv/bin/python bench/bench_scale.py                      # both sizes, and how each figure grows
     .venv/bin/python bench/bench_scale.py --soak-minutes 5     # then 50 viewers poll run pages for 5 minutes
+    .venv/bin/python bench/bench_scale.py --scales large --only live        # just the live poll
 
 Reads the scratch database bench/make_big_run.py wrote (--db, default workbench_scale; never the app's).
 Each figure is p50 / p95 over --repeat requests (django.test.Client: middleware, auth, access checks,
@@ -35,12 +36,19 @@ def load() -> float:
 
 
 class Timer:
-    def __init__(self, repeat: int):
+    def __init__(self, repeat: int, only: list[str] | None = None):
         self.repeat = repeat
+        self.only = only or []
         self.rows: list[dict] = []
 
+    def wanted(self, label: str) -> bool:
+        """--only: time just the actions whose label holds one of its words."""
+        return not self.only or any(word in label for word in self.only)
+
     def measure(self, label: str, target_ms: float, fn, *, max_queries: int | None = None, repeat: int | None = None,
-                warmup: int = 2) -> dict:
+                warmup: int = 2) -> dict | None:
+        if not self.wanted(label):
+            return None
         for _ in range(warmup):
             fn()
         with count_queries() as executed:
@@ -117,10 +125,11 @@ def run_figures(timer: Timer, slug: str, client) -> None:
     with (rollout / f"{steps[-1]}.jsonl").open() as fh:
         first = json.loads(fh.readline())
     key = prompt_key(first["input"])
-    t = time.perf_counter()
-    check(client.get(f"{samples}&view=step&step={steps[0]}"))
-    print(f"  (a step's first visit, which indexes its {PROMPTS * GROUP}-sample dump: "
-          f"{(time.perf_counter() - t) * 1000:.0f} ms)")
+    if timer.wanted("samples: a step page"):
+        t = time.perf_counter()
+        check(client.get(f"{samples}&view=step&step={steps[0]}"))
+        print(f"  (a step's first visit, which indexes its {PROMPTS * GROUP}-sample dump: "
+              f"{(time.perf_counter() - t) * 1000:.0f} ms)")
     timer.measure("samples: a step page", 200, lambda: check(client.get(f"{samples}&view=step&step={steps[-1]}")))
     timer.measure(f"samples: one prompt across {len(steps)} logged steps", 300,
                   lambda: check(client.get(f"{samples}&view=prompt&prompt={key}")))
@@ -299,6 +308,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--soak-minutes", type=float, default=0.0)
     ap.add_argument("--viewers", type=int, default=50)
+    ap.add_argument("--only", default="", help="comma-separated words: time only the actions whose label holds "
+                                                "one (e.g. --only live; --only none with --soak-minutes: the soak)")
     args = ap.parse_args()
     name = args.db.rsplit("/", 1)[-1]
     if name in ("workbench", "postgres") or name.startswith("test"):
@@ -328,10 +339,12 @@ def main() -> None:
               f"(load {load():.1f})", flush=True)
         client = Client()
         client.force_login(viewer)
-        timer = Timer(args.repeat)
+        timer = Timer(args.repeat, [w for w in args.only.split(",") if w])
         run_figures(timer, slug, client)
-        review_figures(timer, size["pairs"])
-        sync_figures(timer, slug)
+        if timer.wanted("review"):
+            review_figures(timer, size["pairs"])
+        if timer.wanted("sync") or timer.wanted("retention"):
+            sync_figures(timer, slug)
         results[scale] = timer.rows
     if "small" in results and "large" in results:
         size_ratio = SCALES["large"]["steps"] / SCALES["small"]["steps"]
