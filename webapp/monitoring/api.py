@@ -1,6 +1,7 @@
 """Monitoring API under /api/projects/<slug>/monitor/: metric series, live updates, checkpoints, rollback."""
 from __future__ import annotations
 
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
@@ -14,9 +15,7 @@ from webapp.core.api import application_error_response
 from webapp.core.models import Role
 from webapp.core.params import parse_ids
 from webapp.core.services import ApplicationError
-from webapp.core.workers import worker_online
-from webapp.monitoring import charts, compare, selectors, services
-from webapp.monitoring.services.stall import stall_status
+from webapp.monitoring import charts, compare, live, selectors, services
 from webapp.runs.models import Job
 
 CHECKPOINT_METRICS = ["critic/score/mean", "actor/kl_loss"]
@@ -96,17 +95,14 @@ class LiveApi(APIView):
 
     @extend_schema(parameters=[SeriesQuerySerializer], responses=OpenApiTypes.OBJECT)
     def get(self, request, slug, job_id):
-        _access, job = _job(request, slug, job_id)
+        access = project_access(request.user, slug, Role.VIEWER)  # before anything of the job is read
+        job = selectors.live_job(access.project, job_id)
+        if job is None:
+            raise Http404("No such run.")
         ser, err = _parse(SeriesQuerySerializer, request.query_params)
         if err:
             return err
-        data = selectors.metric_series(job, ser.query())
-        table_key, n_checkpoints = selectors.checkpoint_table_state(job)
-        data.update(events=selectors.events(job, ser.validated_data.get("since_event")), state=job.state,
-                    job_last_step=job.last_step, is_active=job.is_active, checkpoints_key=table_key,
-                    checkpoint_count=n_checkpoints, worker_online=worker_online(), rules=services.rules_status(job),
-                    stall=stall_status(job))
-        return Response(data)
+        return Response(live.live_poll(job, ser.query(), ser.validated_data.get("since_event")))
 
 
 class EmptySerializer(serializers.Serializer):

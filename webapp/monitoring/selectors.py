@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import connection
-from django.db.models import Count, Max, Prefetch
+from django.db.models import Count, Max, OuterRef, Prefetch, Subquery
+from django.db.models.functions import Coalesce
 
 from webapp.core.models import Project
 from webapp.monitoring import rollup
@@ -240,21 +242,59 @@ def checkpoint_users(job: Job) -> dict[int, list[Job]]:
     return users
 
 
+# The parts of the checkpoint table's fingerprint, in order (see checkpoint_table_state).
+CHECKPOINT_STATE_PARTS = ("ck_n", "ck_t", "ev_n", "ev_t", "ex_n", "ex_t", "bt_n", "bt_t", "ck_children", "ck_active")
+
+
+def checkpoint_state_fields() -> dict[str, Any]:
+    """Annotations on a Job queryset for every part of its checkpoint table's fingerprint: the whole fingerprint
+    comes with the job's own row in one query (it took seven)."""
+    from webapp.monitoring.models import BlindTask, CheckpointEvaluation, CheckpointExport
+
+    def counted(qs, prefix: str, by: str) -> dict[str, Any]:
+        grouped = qs.filter(**{by: OuterRef("pk")}).order_by().values(by)
+        return {f"{prefix}_n": Coalesce(Subquery(grouped.annotate(v=Count("id")).values("v")), 0),
+                f"{prefix}_t": Subquery(grouped.annotate(v=Max("updated_at")).values("v"))}
+
+    children = Job.objects.filter(resume_checkpoint__job=OuterRef("pk")).order_by().values("resume_checkpoint__job")
+    return {**counted(Checkpoint.objects, "ck", "job"),
+            **counted(CheckpointEvaluation.objects, "ev", "checkpoint__job"),
+            **counted(CheckpointExport.objects, "ex", "checkpoint__job"),
+            **counted(BlindTask.objects, "bt", "b_checkpoint__job"),
+            "ck_children": Coalesce(Subquery(children.annotate(v=Count("id")).values("v")), 0),
+            "ck_active": Subquery(Project.objects.filter(pk=OuterRef("project_id")).values("active_checkpoint_id"))}
+
+
+def checkpoint_state_key(row: Any) -> tuple[str, int]:
+    """(the fingerprint, how many checkpoints) from a row annotated with checkpoint_state_fields() (a dict or
+    a Job)."""
+    parts = [row[k] if isinstance(row, dict) else getattr(row, k) for k in CHECKPOINT_STATE_PARTS]
+    return ":".join("" if p is None else p.isoformat() if hasattr(p, "isoformat") else str(p) for p in parts), \
+        int(parts[0] or 0)
+
+
 def checkpoint_table_state(job: Job) -> tuple[str, int]:
     """(a fingerprint of the checkpoint table, how many checkpoints): the fingerprint changes when a
     checkpoint is saved, deleted or promoted, an evaluation moves on, or a human evaluation or a child
     run starts from one. The job page polls it and re-reads the table only then."""
-    from webapp.monitoring.models import BlindTask, CheckpointEvaluation, CheckpointExport
+    row = Job.objects.filter(pk=job.pk).annotate(**checkpoint_state_fields()).values(*CHECKPOINT_STATE_PARTS).get()
+    return checkpoint_state_key(row)
 
-    ck = Checkpoint.objects.filter(job=job).aggregate(n=Count("id"), t=Max("updated_at"))
-    parts: list[Any] = [ck["n"], ck["t"]]
-    for model in (CheckpointEvaluation, CheckpointExport):
-        agg = model.objects.filter(checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
-        parts += [agg["n"], agg["t"]]
-    agg = BlindTask.objects.filter(b_checkpoint__job=job).aggregate(n=Count("id"), t=Max("updated_at"))
-    parts += [agg["n"], agg["t"]]
-    parts += [Job.objects.filter(resume_checkpoint__job=job).count(), project_active_checkpoint_id(job.project)]
-    return ":".join("" if p is None else p.isoformat() if hasattr(p, "isoformat") else str(p) for p in parts), ck["n"]
+
+def live_job(project: Project, job_id: int) -> Job | None:
+    """The job a live poll reads, with everything run-wide it answers besides new points in the same query: the
+    checkpoint table's fingerprint, the newest event's id and its health record (rules' state, stall mark)."""
+    return Job.objects.filter(project=project, pk=job_id).select_related("guard_rules_record").annotate(
+        **checkpoint_state_fields(),
+        last_event_id=Subquery(RunEvent.objects.filter(job=OuterRef("pk")).order_by("-id").values("id")[:1])).first()
+
+
+def health_record(job: Job) -> Any:
+    """The job's GuardRulesRecord as live_job read it, or None when it has none."""
+    try:
+        return job.guard_rules_record  # type: ignore[attr-defined]
+    except ObjectDoesNotExist:
+        return None
 
 
 def checkpoint_rows(job: Job, metric_keys: list[str], offset: int = 0,

@@ -125,12 +125,18 @@ def restore_target(job: Job) -> set[int]:
     return set() if target is None else {target}
 
 
-def rules_status(job: Job) -> list[dict[str, Any]]:
-    """Each rule that is on with its state (ok / warming_up / tripped), trips and last value, for the run page."""
+_READ = object()
+
+
+def rules_status(job: Job, record: Any = _READ) -> list[dict[str, Any]]:
+    """Each rule that is on with its state (ok / warming_up / tripped), trips and last value, for the run page
+    (`record`: the job's GuardRulesRecord or None when the caller read it already)."""
     rules = job_rules(job)
     if not rules:
         return []
-    return _engine(job, rules, GuardRulesRecord.objects.filter(job=job).first()).statuses()
+    if record is _READ:
+        record = GuardRulesRecord.objects.filter(job=job).first()
+    return _engine(job, rules, record).statuses()
 
 
 def job_rules_set(*, job: Job, user, rules: Any) -> list[Rule]:

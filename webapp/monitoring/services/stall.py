@@ -94,9 +94,14 @@ def _on_stall(job: Job, cfg: StallConfig, result: StallCheck, summary: dict[str,
 
 def stall_status(job: Job) -> dict[str, Any]:
     record = GuardRulesRecord.objects.filter(job=job).only("stalled_since", "stall").first()
-    if record is None or record.stalled_since is None or job.state != JobState.RUNNING:
+    return stall_mark(job, record.stalled_since if record else None, record.stall if record else None)
+
+
+def stall_mark(job: Job, stalled_since, stall: dict | None) -> dict[str, Any]:
+    """What the run page shows of a stall, from the job's record (its stalled_since and last check)."""
+    if stalled_since is None or job.state != JobState.RUNNING:
         return {"stalled": False}
-    return {"stalled": True, "since": record.stalled_since.isoformat(), **(record.stall or {})}
+    return {"stalled": True, "since": stalled_since.isoformat(), **(stall or {})}
 
 
 FINAL_EVENTS = {JobState.SUCCEEDED: "job.finished", JobState.FAILED: "job.failed", JobState.LOST: "job.lost"}
