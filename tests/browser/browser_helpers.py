@@ -112,7 +112,7 @@ def open_new_job_form(page, live_server, project, engineer, folder: Path) -> See
     login(page, live_server, engineer.username, PASSWORD)
     page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
     for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
-        select = page.get_by_label(label)
+        select = page.get_by_label(label, exact=True)  # exact: "From a dataset version" also matches
         select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
     page.get_by_label("exact-match weight").fill("1")
     return seeded

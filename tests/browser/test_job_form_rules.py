@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.browser.browser_helpers import PASSWORD, seed_project
+from tests.browser.browser_helpers import PASSWORD, open_new_job_form, seed_project
 from tests.browser_support import login
 from training.guard_rules import parse_rules
 
@@ -56,15 +56,7 @@ def test_turn_the_kl_guard_on_with_its_restore_settings(page, live_server, proje
     typed in its row; a restore without checkpoints is refused on the rule's action."""
     from webapp.runs.models import Job
 
-    engineer.set_password(PASSWORD)
-    engineer.save()
-    seeded = seed_project(project, engineer, tmp_path)
-    login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
-    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
-        select = page.get_by_label(label)
-        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
-    page.get_by_label("exact-match weight").fill("1")
+    seeded = open_new_job_form(page, live_server, project, engineer, tmp_path)
     rules = page.locator("#guard-rules-card")
     assert rules.get_by_label("kl threshold").input_value() == "2.0"  # demo-cpu: off, its line at 2
     rules.get_by_label("kl", exact=True).check()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.browser_helpers import PASSWORD, seed_project
+from tests.browser.browser_helpers import PASSWORD, open_new_job_form, seed_project
 from tests.browser_support import login
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -19,15 +19,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_schedule_on_the_job_form(page, live_server, project, engineer, tmp_path):
     from webapp.runs.models import Job
 
-    engineer.set_password(PASSWORD)
-    engineer.save()
-    seeded = seed_project(project, engineer, tmp_path)
-    login(page, live_server, engineer.username, PASSWORD)
-    page.goto(f"{live_server.url}/p/{project.slug}/jobs/new/")
-    for label, text in (("Dataset version", "sum-prompts"), ("Base model", "tiny")):
-        select = page.get_by_label(label, exact=True)
-        select.select_option(value=select.locator("option", has_text=text).first.get_attribute("value"))
-    page.get_by_label("exact-match weight").fill("1")
+    seeded = open_new_job_form(page, live_server, project, engineer, tmp_path)
     card = page.locator("#human-eval-card")
     card.get_by_label("Every N checkpoints").fill("2")
     card.get_by_label("Compare with").select_option("base")
