@@ -78,9 +78,8 @@ def test_a_two_node_job_trains_on_the_cluster_a_rollback_child_resumes_there_and
 
     job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
                      hp_overrides=HP, include_unreviewed=True, **inputs)
-    if job.config["verl"].get("use_v1"):  # the default trainer: V1 keeps its batches in TransferQueue
-        pytest.importorskip("transfer_queue")
     assert job.config["verl"]["nnodes"] == 2
+    use_v1 = job.config["verl"]["use_v1"]  # the form's default trainer, whichever it is
     job = _run_until(job, lambda j: j.state == JobState.SUCCEEDED, "the two-node job", cluster_worker)
     run_dir = Path(job.run_dir)
     sub_id = _submission(run_dir)
@@ -89,7 +88,8 @@ def test_a_two_node_job_trains_on_the_cluster_a_rollback_child_resumes_there_and
     # One data-parallel worker on each node (each offers one "GPU"): VERL's worker actors ran on both.
     assert _trainer_nodes(report) == set(report["nodes"]), report["actors"]
     assert all(a["state"] == "DEAD" for a in report["actors"])
-    assert "trainer.nnodes=2" in (run_dir / "attempts" / "1" / "launch.json").read_text()
+    launch = (run_dir / "attempts" / "1" / "launch.json").read_text()
+    assert "trainer.nnodes=2" in launch and f"trainer.use_v1={use_v1}" in launch
     grad = _metrics(job, "actor/grad_norm")
     assert sorted(grad) == [1, 2] and all(v > 0 for v in grad.values())
     assert list(job.checkpoints.values_list("step", flat=True)) == [2]
@@ -107,6 +107,7 @@ def test_a_two_node_job_trains_on_the_cluster_a_rollback_child_resumes_there_and
     assert min(_metrics(child, "actor/grad_norm")) == 3  # continues right after the checkpoint
     log = (child_dir / "attempts" / "1" / "log.txt").read_text()
     assert f"Resuming from {ckpt.path}" in log or f"Load from checkpoint folder: {ckpt.path}" in log
+    assert ("TaskRunnerV1" in log) is use_v1  # the child runs the parent's trainer
     running = ray_cluster.job_report(child_sub)
     assert running["status"] == "RUNNING", running
     live = [a for a in running["actors"] if a["state"] == "ALIVE"]
