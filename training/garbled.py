@@ -46,6 +46,8 @@ _HAS_CJK = re.compile(f"[{_CJK}]")
 def tokens(text: str) -> list[str]:
     """Words, punctuation marks, and single characters of scripts written without spaces (text without such
     characters is split on whitespace: the same n-grams up to punctuation, many times faster)."""
+    if text.isascii():  # known without a scan (CPython flags ASCII strings)
+        return text.split()
     return _TOKEN.findall(text) if _HAS_CJK.search(text) else text.split()
 
 

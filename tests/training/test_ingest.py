@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +14,7 @@ from training.ingest import (
     MetricsTail,
     describe_checkpoint,
     discover_checkpoints,
+    discover_new_checkpoints,
     parse_console_line,
     parse_metrics_line,
     read_metrics,
@@ -178,6 +180,29 @@ def test_discovers_local_checkpoints_by_manifest(tmp_path):
 
 def test_no_checkpoints_dir_means_no_checkpoints(tmp_path):
     assert discover_checkpoints(tmp_path) == []
+    assert discover_new_checkpoints(tmp_path, {}) == ([], set())
+
+
+def test_recorded_checkpoints_are_noted_not_described_again(tmp_path):
+    root = tmp_path / "checkpoints"
+    for step in (10, 20, 30, 40):
+        _verl_ckpt(root, step)
+    (root / "latest_checkpointed_iteration.txt").write_text("40")
+    (root / "global_step_50").symlink_to(root / "global_step_40")  # a link is described, never taken as recorded
+    everything = discover_checkpoints(tmp_path, with_size=False)
+    resolved = root.resolve()
+    # Nothing recorded: the same as a full scan.
+    assert discover_new_checkpoints(tmp_path, {}) == (everything, set())
+    # 10 and 20 recorded at their paths; 30 recorded at another path (the run dir moved): described again.
+    known = {10: str(resolved / "global_step_10"), 20: str(resolved / "global_step_20"), 30: "/elsewhere/30",
+             50: str(resolved / "global_step_50")}
+    infos, present = discover_new_checkpoints(tmp_path, known)
+    assert present == {10, 20}
+    assert infos == [i for i in everything if i.step not in present]
+    assert [i.step for i in infos] == [30, 40, 50]
+    # A recorded folder that is gone is not present: the sync then flags it.
+    shutil.rmtree(root / "global_step_20")
+    assert discover_new_checkpoints(tmp_path, known)[1] == {10}
 
 
 # -- samples ---------------------------------------------------------------------------------

@@ -134,13 +134,18 @@ def ingest_attempt_metrics(job: Job, attempt: JobAttempt) -> list[MetricPoint]:
 def sync_checkpoints(job: Job) -> list[Checkpoint]:
     """Create/refresh Checkpoint rows from checkpoints/global_step_N; flag the ones gone from disk."""
     from training.checkpoints import dir_size
-    from training.ingest import discover_checkpoints
+    from training.ingest import discover_new_checkpoints
 
     run_dir = Path(job.run_dir)
-    # This runs every few seconds per active run: sizes are measured only for checkpoints not yet recorded
-    # (a finished save does not change), not by walking every folder on every sync.
-    infos = [i for i in discover_checkpoints(run_dir, with_size=False) if i.complete]
-    existing = {c.step: c for c in job.checkpoints.all()}
+    # This runs every few seconds per active run over hundreds of checkpoints: one recorded already (available,
+    # with its metrics) whose folder is still at its path is neither described nor loaded again; sizes are
+    # measured only for new ones (a finished save does not change).
+    settled = dict(job.checkpoints.filter(status=CheckpointStatus.AVAILABLE).exclude(metrics={})
+                   .values_list("step", "path"))
+    infos, present = discover_new_checkpoints(run_dir, settled)
+    infos = [i for i in infos if i.complete]
+    existing = {c.step: c for c in job.checkpoints.exclude(step__in=present)} if present else \
+        {c.step: c for c in job.checkpoints.all()}
     # A trainer left running after its attempt was given up is not the job's: its new folders stay off the list.
     given_up = set(job.attempts.filter(state=JobState.LOST).values_list("number", flat=True))
     infos = [i for i in infos if i.step in existing or (i.manifest or {}).get("attempt") not in given_up]
@@ -163,7 +168,7 @@ def sync_checkpoints(job: Job) -> list[Checkpoint]:
             ckpt.status, ckpt.path, ckpt.size_bytes = CheckpointStatus.AVAILABLE, path, dir_size(info.path)
             ckpt.metrics = metrics or ckpt.metrics
             ckpt.save(update_fields=["status", "path", "size_bytes", "metrics", "updated_at"])
-    on_disk = {i.step for i in infos}
+    on_disk = {i.step for i in infos} | present
     newest = max(on_disk, default=None)
     for step, ckpt in existing.items():
         if step not in on_disk and ckpt.status == CheckpointStatus.AVAILABLE and not Path(ckpt.path).exists():
