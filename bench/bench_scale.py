@@ -218,31 +218,34 @@ def sync_figures(timer: Timer, slug: str) -> None:
         with (adir / "metrics.jsonl").open("a") as fh:
             fh.write(json.dumps({"step": step, "data": {n: rng.random() for n in metric_list}}) + "\n")
 
-    times, cpu, load0 = [], [], load()
-    for i in range(min(timer.repeat, 10) + 1):
-        one_step()
-        with count_queries() as executed:
-            t, c = time.perf_counter(), time.process_time()
-            sync_job(Job.objects.get(pk=job.pk))
-            elapsed, used = (time.perf_counter() - t) * 1000, (time.process_time() - c) * 1000
-        if i:
-            times.append(elapsed)
-            cpu.append(used)
-    timer.add("sync of one new step (150 metrics, 512 samples, a ckpt)", 100, times, cpu, len(executed), None, load0)
-    # Put the run back as it was: the bench's steps, checkpoints and attempt go.
-    Checkpoint.objects.filter(job=job, step__gt=job.last_step).delete()
-    restore_run(job.pk, job.last_step)
-    JobAttempt.objects.filter(job=job, number=number).delete()
-    Job.objects.filter(pk=job.pk).update(config=config, state="running")
-    for folder in made:
-        for f in folder.iterdir():
+    try:
+        times, cpu, load0 = [], [], load()
+        for i in range(min(timer.repeat, 10) + 1):
+            one_step()
+            with count_queries() as executed:
+                t, c = time.perf_counter(), time.process_time()
+                sync_job(Job.objects.get(pk=job.pk))
+                elapsed, used = (time.perf_counter() - t) * 1000, (time.process_time() - c) * 1000
+            if i:
+                times.append(elapsed)
+                cpu.append(used)
+        timer.add("sync of one new step (150 metrics, 512 samples, a ckpt)", 100, times, cpu, len(executed), None,
+                  load0)
+    finally:  # even when a sync fails (another process holding the run's rows), so the run stays as generated
+        # Put the run back as it was: the bench's steps, checkpoints and attempt go.
+        Checkpoint.objects.filter(job=job, step__gt=job.last_step).delete()
+        restore_run(job.pk, job.last_step)
+        JobAttempt.objects.filter(job=job, number=number).delete()
+        Job.objects.filter(pk=job.pk).update(config=config, state="running")
+        for folder in made:
+            for f in folder.iterdir():
+                f.unlink()
+            folder.rmdir()
+        for step in range(job.last_step + 1, state["step"] + 1):
+            (Path(job.run_dir) / "samples" / "rollout" / f"{step}.jsonl").unlink(missing_ok=True)
+        for f in adir.iterdir():
             f.unlink()
-        folder.rmdir()
-    for step in range(job.last_step + 1, state["step"] + 1):
-        (Path(job.run_dir) / "samples" / "rollout" / f"{step}.jsonl").unlink(missing_ok=True)
-    for f in adir.iterdir():
-        f.unlink()
-    adir.rmdir()
+        adir.rmdir()
 
     # A retention sweep over 200 checkpoints (keep the last 3): a throwaway run, built anew for each sweep.
     sweep = Job.objects.create(project=job.project, name="retention-sweep", kind="grpo", state="succeeded",

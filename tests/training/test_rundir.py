@@ -1,6 +1,7 @@
 """The run directory module: paths, the atomic write, the JSONL reader, and the docs that show its layout."""
 from __future__ import annotations
 
+import gc
 import json
 import re
 from pathlib import Path
@@ -88,6 +89,24 @@ def test_the_documented_job_spec_is_one_the_backends_accept():
     spec = JobSpec.from_dict(json.loads(blocks[0]))
     assert spec.version == SPEC_VERSION and spec.reward.components[1].type == "model"
     assert JobSpec.from_dict(spec.to_dict()) == spec
+
+
+def test_read_jsonl_gives_the_collector_back_as_it_found_it(tmp_path):
+    # It pauses garbage collection while it parses; a bad line in a strict read must not leave it off.
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"a": 1}\n[1]\n')
+    assert gc.isenabled()
+    assert read_jsonl(path) == [{"a": 1}]
+    assert gc.isenabled()
+    with pytest.raises(RunDirError):
+        read_jsonl(path, strict=True)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        read_jsonl(path)
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
 
 
 def test_read_jsonl_reads_what_pythons_json_reads(tmp_path):
