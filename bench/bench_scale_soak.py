@@ -59,8 +59,13 @@ def soak(args, viewer, scale: str) -> None:
     cookie = client.cookies["sessionid"].value
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The server's request log goes to a file: a pipe nobody reads fills after ~300 requests and then blocks
+    # every request thread on its log line (which showed as every poll timing out).
+    log_path = ROOT / "var" / "scale" / "soak-server.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = log_path.open("wb")
     proc = subprocess.Popen([sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
     base = f"http://127.0.0.1:{port}"
     names = ",".join(CHART_NAMES)
     lat: list[float] = []
@@ -152,6 +157,7 @@ def soak(args, viewer, scale: str) -> None:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
         from bench_scale import restore_run
 
         restore_run(live_job.pk, start_step)
