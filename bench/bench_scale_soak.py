@@ -1,9 +1,10 @@
 """bench_scale's soak: N viewers poll the big runs' pages for M minutes against `manage.py runserver` on loopback.
 
-Each viewer loads its run's chart data once, then polls `live/` every 2 s as the run page does; a writer adds
-a step (the ten charted series) to the first big run every 2 s. Reported: p50 / p95 of the polls, errors, the
-web process's resident memory (after warm-up, highest, at the end) and whether every viewer of the live run
-saw every step the writer added. Loopback only; every loop ends at the deadline.
+Each viewer loads its run's chart data once, then polls `live/` every 2 s as the run page does (new points since
+its last step, new events since its last event); a writer adds a step (the ten charted series) to the first big
+run every 2 s. Reported: p50 / p95 of the polls, errors, the web process's resident memory (after warm-up,
+highest, at the end) and whether every viewer of the live run saw every step the writer added (drawn by its
+chart load or a poll). Loopback only; every loop ends at the deadline.
 """
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ def soak(args, viewer, scale: str) -> None:
     jobs = list(Job.objects.filter(project__slug=slug, name__startswith="7b-").order_by("pk"))
     live_job = jobs[0]
     start_step = live_job.last_step
+    newest_event = {j.pk: j.events.order_by("-pk").values_list("pk", flat=True).first() or 0 for j in jobs}
     client = Client()
     client.force_login(viewer)
     cookie = client.cookies["sessionid"].value
@@ -84,10 +86,13 @@ def soak(args, viewer, scale: str) -> None:
             s = requests.Session()
             s.cookies.set("sessionid", cookie)
             api = f"{base}/api/projects/{slug}/monitor/jobs/{job.pk}/"
-            last = job.last_step
+            last, last_event = job.last_step, newest_event[job.pk]  # as the page starts: its events are in the HTML
             try:
                 body = s.get(f"{api}metrics/?names={names}", timeout=120).json()
                 last = body.get("last_step") or last
+                if job.pk == live_job.pk:  # steps the writer added before this chart load are drawn by it
+                    with lock:
+                        seen.setdefault(k, set()).update(range(start_step + 1, last + 1))
             except (requests.RequestException, ValueError) as exc:
                 with lock:
                     errors.append(f"metrics: {exc}")
@@ -95,7 +100,7 @@ def soak(args, viewer, scale: str) -> None:
             while time.monotonic() < deadline:
                 t = time.perf_counter()
                 try:
-                    r = s.get(f"{api}live/?names={names}&since_step={last}", timeout=120)
+                    r = s.get(f"{api}live/?names={names}&since_step={last}&since_event={last_event}", timeout=120)
                     ms = (time.perf_counter() - t) * 1000
                     if r.status_code != 200:
                         with lock:
@@ -104,6 +109,7 @@ def soak(args, viewer, scale: str) -> None:
                         body = r.json()
                         steps = {st for series in body["series"].values() for st in series["step"]}
                         last = max([last, *steps])
+                        last_event = max([last_event, *(e["id"] for e in body["events"])])
                         with lock:
                             lat.append(ms)
                             if job.pk == live_job.pk:
