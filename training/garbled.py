@@ -61,7 +61,20 @@ def max_ngram_repeats(text: str, n: int = NGRAM) -> int:
 
 
 def is_repetitive(text: str, n: int = NGRAM, repeats: int = REPEATS) -> bool:
-    return max_ngram_repeats(text, n) >= repeats
+    """max_ngram_repeats(text, n) >= repeats, counting long n-grams only where they can reach `repeats`: an n-gram
+    seen that often starts with a half-length n-gram seen at least as often (smaller tuples, counted first)."""
+    toks = tokens(text)
+    if len(toks) < n:
+        return False
+    half = max(1, n // 2)
+    heads = list(zip(*(toks[i:] for i in range(half)), strict=False))
+    counts = Counter(heads)
+    if max(counts.values()) < repeats:
+        return False
+    starts = [i for i in range(len(toks) - n + 1) if counts[heads[i]] >= repeats]
+    if len(starts) < repeats:
+        return False
+    return max(Counter(tuple(toks[i:i + n]) for i in starts).values()) >= repeats
 
 
 def has_broken_encoding(text: str | bytes) -> bool:

@@ -1,6 +1,8 @@
 """Garbled-output metrics: repetition, broken encoding and script switches, per response and per step."""
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from training import garbled
@@ -25,6 +27,26 @@ def test_a_looping_response_is_repetitive_and_a_normal_one_is_not():
     assert not is_repetitive(normal)
     assert not is_repetitive("42 42 42")  # too short to hold a long n-gram
     assert is_repetitive("的" * 30)  # scripts without spaces count characters
+
+
+@pytest.mark.parametrize("vocab", [2, 3, 5, 16])
+def test_is_repetitive_says_what_the_full_count_says(vocab):
+    # The fast check skips positions whose half-length n-gram is too rare: on texts from small vocabularies (many
+    # near-misses: n-grams seen twice, heads seen thrice) it must agree with counting every n-gram.
+    rng = random.Random(vocab)
+    words = [f"w{i}" for i in range(vocab)]
+    agreed = {True: 0, False: 0}
+    for _ in range(400):
+        toks = [rng.choice(words) for _ in range(rng.randrange(0, 60))]
+        if toks and rng.random() < 0.3:  # plant a repeated run
+            run = toks[: rng.randrange(1, 10)]
+            toks += run * rng.randrange(1, 4)
+        text = " ".join(toks)
+        for n, repeats in ((8, 3), (4, 2), (3, 3), (1, 4)):
+            expected = max_ngram_repeats(text, n) >= repeats
+            assert is_repetitive(text, n, repeats) is expected, (text, n, repeats)
+            agreed[expected] += 1
+    assert agreed[True] and agreed[False]  # both answers were exercised
 
 
 def test_broken_encoding_is_a_replacement_character_or_bytes_that_are_not_utf8():
