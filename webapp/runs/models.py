@@ -123,6 +123,8 @@ class MetricPoint(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["job", "name", "step"], name="unique_metric_point")]
+        # The stall check after every sync reads an attempt's newest steps: without this it scanned the whole run.
+        indexes = [models.Index(fields=["job", "attempt", "step"], name="metric_point_attempt_step")]
 
     def __str__(self) -> str:
         return f"{self.name}@{self.step}={self.value}"
