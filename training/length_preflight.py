@@ -16,6 +16,7 @@ from typing import Any
 
 SAMPLE = 20_000  # rows tokenised at most: beyond this an evenly spaced sample stands for the rest
 CLIP_METRIC = "response_length/clip_ratio"
+LENGTH_SETTINGS = ("max_prompt_length", "max_response_length", "max_seq_len")  # what the pre-flight checks against
 
 
 def sample_indices(n_rows: int, limit: int = SAMPLE) -> list[int]:
@@ -53,12 +54,13 @@ def _percentile(sorted_values: list[int], q: float) -> int:
     return sorted_values[min(len(sorted_values) - 1, int(q * (len(sorted_values) - 1) + 0.5))]
 
 
-def summarize(lengths: Sequence[int], *, n_rows: int, hp: dict[str, Any], unit: str = "tokens",
+def summarize(lengths: Sequence[int], *, n_rows: int, limits: dict[str, int], unit: str = "tokens",
               context: int | None = None) -> dict[str, Any]:
     """The figures the launch review shows: how many prompts are too long (scaled from the sample to all
-    `n_rows`), the distribution, and the response budget against `max_seq_len` and the model's context."""
+    `n_rows`), the distribution, and the response budget against `max_seq_len` and the model's context.
+    `limits`: the LENGTH_SETTINGS' values (only those: the pre-flight never sees the other settings)."""
     values = sorted(int(v) for v in lengths)
-    limit, response, seq = int(hp["max_prompt_length"]), int(hp["max_response_length"]), int(hp["max_seq_len"])
+    limit, response, seq = (int(limits[k]) for k in LENGTH_SETTINGS)
     counted = len(values)
     over = sum(1 for v in values if v > limit)
     share = over / counted if counted else 0.0

@@ -32,13 +32,14 @@ def run_job(run_dir: str | Path, metrics_path: str | Path | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from transformers.utils import logging as hf_logging
 
-    from training.local.loop import Runtime, run_loop
+    from training.local.loop import run_loop
+    from training.models import resolve_device
 
     hf_logging.disable_progress_bar()
     job = load_job(run_dir)
     seed_everything(job.hp.seed)
     logger = MetricsLogger(metrics_path or os.environ.get("VERL_FILE_LOGGER_PATH") or job.run_dir / "metrics.jsonl")
-    device = str(Runtime(job).device)
+    device = str(resolve_device(job.hp.device))  # where the reward models score, as the trainer's Runtime resolves it
     scorer = make_scorer(job, device)
     if scorer is not None:
         scorer.__enter__()

@@ -60,14 +60,14 @@ def histogram(lengths: list[int], limit: int, bins: int = BINS) -> dict[str, lis
     return {"edges": edges, "counts": counts}
 
 
-def length_preflight(*, pinned: Pinned | None, model: ModelEntry | None, hp: dict, tokenizer,
+def length_preflight(*, pinned: Pinned | None, model: ModelEntry | None, limits: dict[str, int], tokenizer,
                      context: int | None = None) -> dict[str, Any] | None:
     """The pre-flight summary (training.length_preflight.summarize) with its histogram; None without rows
-    (a rollback reuses its parent's rows, and its parent's pre-flight)."""
+    (a rollback reuses its parent's rows, and its parent's pre-flight). `limits`: see lp.summarize."""
     if pinned is None or not pinned.rows or model is None:
         return None
     lengths, unit = _lengths(pinned, model, tokenizer)
-    summary = lp.summarize(lengths, n_rows=len(pinned.rows), hp=hp, unit=unit, context=context)
+    summary = lp.summarize(lengths, n_rows=len(pinned.rows), limits=limits, unit=unit, context=context)
     summary["histogram"] = histogram(lengths, summary["max_prompt_length"])
     summary["tokenizer"] = model.name if unit == "tokens" else ""
     return summary

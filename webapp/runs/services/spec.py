@@ -14,6 +14,7 @@ from django.db.models import Max
 
 from training import jobconfig as cfg
 from training.jobspec import JobSpec, write_spec
+from training.length_preflight import LENGTH_SETTINGS
 from training.length_preflight import check as preflight_check
 from training.reward_mix import SHAPINGS
 from webapp.core.services import ApplicationError
@@ -175,8 +176,9 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
     config, cfg_errors, warnings = cfg.resolve_config(kind, preset, hp_overrides, backend=backend, context=context,
                                                       base=base_config)
     lengths = None
-    if not any(k in cfg_errors for k in ("max_prompt_length", "max_response_length", "max_seq_len")):
-        lengths = length_preflight(pinned=pinned, model=base_model, hp=config["hp"],
+    if not any(k in cfg_errors for k in LENGTH_SETTINGS):  # handed the three limits only, not the settings
+        lengths = length_preflight(pinned=pinned, model=base_model,
+                                   limits={k: config["hp"][k] for k in LENGTH_SETTINGS},
                                    tokenizer=model_tokenizer(base_model), context=model_context_length(base_model))
         preflight_check(lengths, config["hp"].get("overlong_prompt_warn", 0.05), cfg_errors, warnings)
     held_out = (config.get("human_eval") or {}).get("dataset_version")
