@@ -59,7 +59,7 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
     page.get_by_label("Side B").select_option(label=f"Run #{job.pk} demo · step 20")
     page.get_by_label("Typed prompts").check()
     page.locator("#id_prompts").fill("\n".join(PROMPTS))
-    page.get_by_label("Max new tokens").fill("4")
+    page.get_by_label("Max response length (tokens)").fill("4")
     page.get_by_label("Temperature").fill("0.3")
     page.get_by_label("Seed").fill("11")
     page.get_by_role("button", name="Start the arena").click()
@@ -78,7 +78,7 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
     #    answers are not shown: they are ties already)
     page.get_by_role("link", name=re.compile(r"^Judge")).click()
     for n in range(different):
-        page.wait_for_selector("#he-item")
+        page.wait_for_selector("#he-item[data-ready]")  # its keys are bound
         prompt = page.locator(".he-prompt").inner_text().strip()
         left = page.locator("section[aria-labelledby=ar-left] pre").inner_text().strip()
         right = page.locator("section[aria-labelledby=ar-right] pre").inner_text().strip()

@@ -22,10 +22,16 @@ def _as(page, live_server, user):
     login(page, live_server, user.username, PASSWORD)
 
 
+def _next_pair_ready(page) -> bool:
+    """Wait until the screen shows a pair with its keys bound, or no pair; True if there is one."""
+    page.wait_for_function("() => { const el = document.getElementById('he-item'); return !el || el.dataset.ready; }")
+    return page.locator("#he-item").count() > 0
+
+
 def _judge_all(page, pick_b: bool = True) -> int:
     """Press the key of side B's answer (it says "B") on every pair shown; returns how many were shown."""
     n = 0
-    while page.locator("#he-item").count():
+    while _next_pair_ready(page):
         left = page.locator("section[aria-labelledby=ar-left] pre").inner_text()
         pair = page.locator("#he-item").get_attribute("data-pair")
         page.keyboard.press("1" if ("B" in left) == pick_b else "2")

@@ -69,7 +69,7 @@ def test_judge_the_scheduled_task_and_see_it_flagged_on_the_run_page(page, live_
     assert "assigned to you" in row.inner_text() and "shown once closed" in row.inner_text()
     row.get_by_role("link", name="Judge").click()
     for _ in range(6):  # blind: the reviewer prefers the older checkpoint's answer, wherever it is shown
-        page.wait_for_selector("#he-item")
+        page.wait_for_selector("#he-item[data-ready]")  # its keys are bound
         pair = BlindPair.objects.get(pk=int(page.locator("#he-item").get_attribute("data-pair")))
         left = page.locator("section[aria-labelledby=ar-left] pre").inner_text()
         right = page.locator("section[aria-labelledby=ar-right] pre").inner_text()

@@ -185,7 +185,7 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     pick(page.get_by_label("Dataset version", exact=True), "demo-arithmetic v1")
     page.get_by_label("Split").select_option("all")  # the held-out rows are few in the demo set
     page.get_by_label("How many prompts").fill("10")
-    page.get_by_label("Max new tokens").fill("4")
+    page.get_by_label("Max response length (tokens)").fill("4")
     page.get_by_role("button", name="Start the arena").click()
     page.wait_for_url(re.compile(r"/monitor/blind/\d+/$"))
     judge_link = page.get_by_role("link", name=re.compile(r"^Judge"))
@@ -196,7 +196,8 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     arena_url = page.url
     judge_link.click()
     judged = 0
-    page.wait_for_load_state("load")  # the keys are bound once the judging script has run
+    ready = "() => { const el = document.getElementById('he-item'); return !el || el.dataset.ready; }"
+    page.wait_for_function(ready)  # the keys are bound once the judging script has run
     while page.locator("#he-item").count():
         pair = page.locator("#he-item").get_attribute("data-pair")
         url = page.url
@@ -204,7 +205,7 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
         page.wait_for_function("([id, url]) => { const el = document.getElementById('he-item'); "
                                "return location.href !== url || !el || el.dataset.pair !== id; }",
                                arg=[pair, url], timeout=60_000)
-        page.wait_for_load_state("load")
+        page.wait_for_function(ready)
         judged += 1
     assert judged == arena.pairs.filter(identical=False).count()
     page.goto(arena_url)

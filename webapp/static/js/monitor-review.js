@@ -34,4 +34,5 @@
     const link = NAV[key] && box.querySelector(`[data-nav="${NAV[key]}"]`);
     if (link) { e.preventDefault(); location.assign(link.href); }
   });
+  box.dataset.ready = 'true';  // the keys are bound: a page still loading would drop a key pressed now
 })();
