@@ -124,15 +124,17 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     page.get_by_role("button", name="Launch", exact=True).click()
     page.wait_for_url(re.compile(r"/jobs/\d+/$"))
 
-    # 6. the run page: one page with everything; the reward curve grows while we watch
+    # 6. the run page: one page with everything; the reward curve fills in live
     run = Job.objects.get(project=demo_project)
     assert page.url.split("#")[0] == f"{base}/jobs/{run.pk}/"
     run_nav = page.get_by_role("navigation", name="This run")
     for link in ("Compare with other runs", "Re-score stored samples"):
         expect(run_nav.get_by_role("link", name=link)).to_be_visible()
-    page.wait_for_function(f"({REWARD_POINTS_JS})() >= 1", timeout=WORKER_MS)
-    first = page.evaluate(REWARD_POINTS_JS)
-    page.wait_for_function(f"({REWARD_POINTS_JS})() > {first}", timeout=WORKER_MS)
+    # Every step reaches the chart without a reload. (Whether the first points show before the toy's last step
+    # depends on the machine's speed; new points joining a drawn chart are tested in test_monitoring_browser.)
+    page.evaluate("window.__sameDocument = true")
+    page.wait_for_function(f"({REWARD_POINTS_JS})() >= {MAX_STEPS}", timeout=WORKER_MS)
+    assert page.evaluate("window.__sameDocument") is True
     page.wait_for_selector("#job-state:has-text('succeeded')", timeout=WORKER_MS)
     page.get_by_role("button", name="Cancel", exact=True).wait_for(state="detached", timeout=60_000)
     page.get_by_role("tab", name=re.compile(r"Checkpoints \([1-9]")).wait_for(timeout=60_000)
