@@ -222,12 +222,7 @@ def discover_checkpoints(run_dir: str | Path, with_size: bool = True) -> list[Ch
     """Every `checkpoints/global_step_N` of the run, sorted by step (incomplete ones flagged).
 
     `with_size=False` skips walking each folder for its size (size_bytes is then 0)."""
-    root = RunDir(run_dir).checkpoints
-    if not root.is_dir():
-        return []
-    latest = latest_checkpointed_step(root)
-    infos = [describe_checkpoint(p, latest, with_size) for p in root.iterdir()]
-    return sorted((i for i in infos if i is not None), key=lambda i: i.step)
+    return _scan_checkpoints(run_dir, {}, with_size)[0]
 
 
 def discover_new_checkpoints(run_dir: str | Path,
@@ -235,6 +230,11 @@ def discover_new_checkpoints(run_dir: str | Path,
     """discover_checkpoints(with_size=False) for a sync that recorded most of them already: a folder whose step is
     in `known` (step -> its recorded resolved path) and that is still that path, not a link, is only noted as
     present (second value), not described again (a manifest read and a few stats each, 200 times a sync)."""
+    return _scan_checkpoints(run_dir, known, with_size=False)
+
+
+def _scan_checkpoints(run_dir: str | Path, known: dict[int, str],
+                      with_size: bool) -> tuple[list[CheckpointInfo], set[int]]:
     root = RunDir(run_dir).checkpoints
     if not root.is_dir():
         return [], set()
@@ -243,13 +243,13 @@ def discover_new_checkpoints(run_dir: str | Path,
     infos, present = [], set()
     with os.scandir(root) as entries:
         for entry in entries:
-            m = STEP_DIR.match(entry.name)
+            m = STEP_DIR.match(entry.name) if known else None
             step = int(m.group(1)) if m else None
             if step is not None and known.get(step) == str(resolved / entry.name) \
                     and entry.is_dir(follow_symlinks=False):
                 present.add(step)
                 continue
-            info = describe_checkpoint(root / entry.name, latest, with_size=False)
+            info = describe_checkpoint(root / entry.name, latest, with_size=with_size)
             if info is not None:
                 infos.append(info)
     return sorted(infos, key=lambda i: i.step), present
