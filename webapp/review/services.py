@@ -105,6 +105,16 @@ def orientation(*, row_id: int, reviewer_id: int) -> bool:
     return bool(digest[0] & 1)
 
 
+def _assign(*, version_id: int, reviewer, row_id: int, row_index: int, count: bool = True) -> Assignment:
+    """The assignment of a slot just taken (inside the claim's transaction), and the reviewer's `assigned`."""
+    assignment = Assignment.objects.create(reviewer=reviewer, row_id=row_id, version_id=version_id,
+                                           row_index=row_index,
+                                           left_is_chosen=orientation(row_id=row_id, reviewer_id=reviewer.pk))
+    if count:
+        bump(ReviewerStats, {"version_id": version_id, "reviewer_id": reviewer.pk}, assigned=1)
+    return assignment
+
+
 def _claim(*, version_id: int, reviewer, row_id: int, row_index: int, overlap: int,
            count: bool = True) -> Assignment | None:
     """Take one reviewer slot of a pair by a conditional update; None when it is full or already mine.
@@ -117,11 +127,8 @@ def _claim(*, version_id: int, reviewer, row_id: int, row_index: int, overlap: i
                 claims=F("claims") + 1)
             if taken != 1:
                 return None
-            assignment = Assignment.objects.create(
-                reviewer=reviewer, row_id=row_id, version_id=version_id, row_index=row_index,
-                left_is_chosen=orientation(row_id=row_id, reviewer_id=reviewer.pk))
-            if count:
-                bump(ReviewerStats, {"version_id": version_id, "reviewer_id": reviewer.pk}, assigned=1)
+            assignment = _assign(version_id=version_id, reviewer=reviewer, row_id=row_id, row_index=row_index,
+                                 count=count)
     except IntegrityError:
         return None  # a concurrent request of the same reviewer claimed it first
     return assignment
@@ -144,10 +151,7 @@ def _claim_after(*, version_id: int, reviewer, cursor: int, overlap: int) -> Ass
             taken = cur.fetchone()
             if taken is None:
                 return None
-            assignment = Assignment.objects.create(
-                reviewer=reviewer, row_id=taken[0], version_id=version_id, row_index=taken[1],
-                left_is_chosen=orientation(row_id=taken[0], reviewer_id=reviewer.pk))
-            bump(ReviewerStats, {"version_id": version_id, "reviewer_id": reviewer.pk}, assigned=1)
+            assignment = _assign(version_id=version_id, reviewer=reviewer, row_id=taken[0], row_index=taken[1])
     except IntegrityError:
         return None  # a concurrent request of the same reviewer claimed it first
     return assignment
