@@ -263,6 +263,8 @@ REWARD_TEST_RUN_TIME_LIMIT_S = envfloat("REWARD_TEST_RUN_TIME_LIMIT_S", 30.0)
 # served over TLS (directly or behind a proxy that sets X-Forwarded-Proto): secure cookies, HSTS.
 HTTPS = envbool("HTTPS", False)
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", HTTPS)
+# Sessions carry their user: the session and the signed-in user are one query a request.
+SESSION_ENGINE = "webapp.core.sessions"
 SESSION_COOKIE_SECURE = envbool("SESSION_COOKIE_SECURE", HTTPS)
 CSRF_COOKIE_SECURE = envbool("CSRF_COOKIE_SECURE", HTTPS)
 SECURE_HSTS_SECONDS = envint("SECURE_HSTS_SECONDS", 31536000 if HTTPS else 0)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from webapp.core.models import AuditLog, Invitation, Membership, Project
+from webapp.core.models import AuditLog, Invitation, Membership, Project, UserSession
 
 
 class MembershipInline(admin.TabularInline):
@@ -34,3 +34,13 @@ class AuditLogAdmin(admin.ModelAdmin):
     list_filter = ("action",)
     search_fields = ("summary", "object_id")
     readonly_fields = [f.name for f in AuditLog._meta.fields]
+
+
+@admin.register(UserSession)
+class UserSessionAdmin(admin.ModelAdmin):
+    """Signed-in sessions: an admin can see who is signed in and end a session by deleting it."""
+
+    list_display = ("user", "expire_date")
+    list_select_related = ("user",)
+    fields = ("user", "expire_date")
+    readonly_fields = ("user", "expire_date")

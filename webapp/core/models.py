@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
+from django.contrib.sessions.base_session import AbstractBaseSession
 from django.db import models
 
 
@@ -111,3 +112,16 @@ class AuditLog(models.Model):
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.object_type}:{self.object_id}"
+
+
+class UserSession(AbstractBaseSession):
+    """A browser's session with its signed-in user as a column, read together (webapp.core.sessions)."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
+
+    @classmethod
+    def get_session_store_class(cls):
+        from webapp.core.sessions import SessionStore
+
+        return SessionStore

@@ -17,6 +17,8 @@ from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from rest_framework.throttling import AnonRateThrottle, UserRateThrottle
 
+from webapp.core.sessions import take_session_user
+
 CACHE_ALIAS = "throttle"
 
 
@@ -64,6 +66,13 @@ class ThrottledModelBackend(ModelBackend):
         if request is not None and login_locked(request, username or kwargs.get("username")):
             raise PermissionDenied(lockout_message())
         return super().authenticate(request, username=username, password=password, **kwargs)
+
+    def get_user(self, user_id):
+        # The request's session was read with its user (webapp.core.sessions): no second query.
+        user = take_session_user(user_id)
+        if user is None:
+            return super().get_user(user_id)
+        return user if self.user_can_authenticate(user) else None
 
 
 @receiver(user_login_failed)

@@ -9,9 +9,9 @@ import socket
 
 import pytest
 from django.contrib.messages.storage.cookie import CookieStorage
-from django.contrib.sessions.models import Session
 from django.core import mail
 
+from webapp.core.models import UserSession
 from webapp.core.services import ApplicationError
 from webapp.notifications import services, transport
 from webapp.notifications.models import Delivery, Hook
@@ -133,7 +133,7 @@ def test_the_signing_secret_is_in_the_page_only_never_in_a_cookie_session_or_red
         if morsel.key == "messages" and morsel.value:
             decoded = CookieStorage(rf.get("/"))._decode(morsel.value) or []
             assert all(secret not in str(m) for m in decoded)
-    for session in Session.objects.all():
+    for session in UserSession.objects.all():
         assert secret not in str(session.get_decoded())
     after = admin.get(url).content.decode()
     assert secret not in after and "ci" in after
