@@ -54,7 +54,8 @@ def _item_response(access, version, assignment, user, stats=None) -> Response:
     if assignment is not None:
         row = _row(version, assignment.row_id)
         item = selectors.item_payload(row=row, user=user, access=access, assignment=assignment)
-    body = {"item": item, "progress": selectors.progress(version=version, user=user, stats=stats)}
+    body = {"item": item, "progress": selectors.progress(version=version, user=user, stats=stats,
+                                                         sums=getattr(assignment, "counters", None))}
     if item is None:
         body["message"] = "Nothing left for you to review in this version. Thank you!"
     return Response(body)

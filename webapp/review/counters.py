@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Mapping
 
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Q, Sum
 
 from webapp.datasets.models import DatasetVersion
@@ -27,19 +27,35 @@ from webapp.review.models import (
 )
 
 
+def counter_upsert(model, rows: list[tuple[dict, dict]], gate: str = "") -> tuple[str, list]:
+    """One INSERT ... ON CONFLICT DO UPDATE (PostgreSQL and SQLite) adding each row's increments to the counter
+    row matching its lookup, created at them when missing. Every lookup names the same fields, those of one
+    of the model's unique constraints. `gate` (PostgreSQL): a condition the statement waits on (see below)."""
+    q = connection.ops.quote_name
+    table = q(model._meta.db_table)
+    fields = [f for f in model._meta.concrete_fields if not f.auto_created]
+    keys = [model._meta.get_field(k).column for k in rows[0][0]]
+    added = sorted({model._meta.get_field(k).column for _, inc in rows for k in inc})
+    params: list = []
+    for lookup, inc in rows:
+        by_column = {model._meta.get_field(k).column: v for k, v in {**lookup, **inc}.items()}
+        params += [by_column.get(f.column, f.get_default()) for f in fields]
+    one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    columns = ", ".join(q(f.column) for f in fields)
+    source = (f"VALUES {', '.join([one] * len(rows))}" if not gate else
+              f"SELECT * FROM (VALUES {', '.join([one] * len(rows))}) AS v WHERE {gate}")
+    sets = ", ".join(f"{q(c)} = {table}.{q(c)} + EXCLUDED.{q(c)}" for c in added)
+    return (f"INSERT INTO {table} ({columns}) {source} ON CONFLICT ({', '.join(q(k) for k in keys)}) "
+            f"DO UPDATE SET {sets}"), params
+
+
 def bump(model, lookup: dict, **increments: int) -> None:
-    """Add to counter columns of the row matching `lookup`, creating it on first use."""
+    """Add to counter columns of the row matching `lookup`, creating it on first use (one statement)."""
     increments = {k: v for k, v in increments.items() if v}
-    if not increments:
-        return
-    updates = {k: F(k) + v for k, v in increments.items()}
-    if model.objects.filter(**lookup).update(**updates):
-        return
-    try:
-        with transaction.atomic():
-            model.objects.create(**lookup, **increments)
-    except IntegrityError:  # created concurrently: add to it
-        model.objects.filter(**lookup).update(**updates)
+    if increments:
+        sql, params = counter_upsert(model, [(lookup, increments)])
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
 
 
 def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
@@ -47,9 +63,10 @@ def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
     """Add a tally delta (contribution(new) - contribution(old)) and work counts to the stored counters.
 
     Rows are updated in one fixed order (profiles, reviewer pairs, reviewers by id, then the version)
-    so two concurrent decisions never wait on each other's locks in a cycle.
+    so two concurrent decisions never wait on each other's locks in a cycle: one upsert a table (one
+    statement in all on PostgreSQL, each part waiting on the one before it).
     """
-    state_updates = {}
+    state_updates: dict[str, int] = {}
     profiles: dict[tuple, int] = {}
     pairs: dict[tuple, int] = {}
     reviewer_updates: dict[int, dict[str, int]] = defaultdict(dict)
@@ -58,24 +75,52 @@ def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
     for key, value in delta.items():
         kind = key[0]
         if kind == "state":
-            state_updates[f"n_{key[1]}"] = F(f"n_{key[1]}") + value
+            state_updates[f"n_{key[1]}"] = value
         elif kind == "profile":
             profiles[key[1]] = value
         elif kind == "pair":
             pairs[key[1:]] = value
         else:  # final_total / final_agree
             reviewer_updates[key[1]][kind] = reviewer_updates[key[1]].get(kind, 0) + value
-    for (a, s, r, f), value in sorted(profiles.items()):
-        bump(VoteProfile, {"version_id": version_id, "approve": a, "swap": s, "reject": r, "flag": f}, count=value)
-    for (rater_a, rater_b, label_a, label_b), value in sorted(pairs.items()):
-        bump(PairAgreement, {"version_id": version_id, "rater_a_id": rater_a, "rater_b_id": rater_b,
-                             "label_a": label_a, "label_b": label_b}, count=value)
-    for reviewer_id in sorted(reviewer_updates):
-        bump(ReviewerStats, {"version_id": version_id, "reviewer_id": reviewer_id}, **reviewer_updates[reviewer_id])
+    parts: list[tuple] = []
+    rows = [({"version_id": version_id, "approve": a, "swap": s, "reject": r, "flag": f}, {"count": value})
+            for (a, s, r, f), value in sorted(profiles.items()) if value]
+    parts += [(VoteProfile, rows)] if rows else []
+    rows = [({"version_id": version_id, "rater_a_id": ra, "rater_b_id": rb, "label_a": la, "label_b": lb},
+             {"count": value}) for (ra, rb, la, lb), value in sorted(pairs.items()) if value]
+    parts += [(PairAgreement, rows)] if rows else []
+    rows = [({"version_id": version_id, "reviewer_id": rid}, work)
+            for rid in sorted(reviewer_updates) if (work := {k: v for k, v in reviewer_updates[rid].items() if v})]
+    parts += [(ReviewerStats, rows)] if rows else []
+    state_updates = {k: v for k, v in state_updates.items() if v}
     if reviews:
-        state_updates["reviews"] = F("reviews") + reviews
+        state_updates["reviews"] = reviews
+    q = connection.ops.quote_name
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cur:
+            for model, rows in parts:
+                cur.execute(*counter_upsert(model, rows))
+        if state_updates:
+            VersionReviewStats.objects.filter(pk=version_id).update(
+                **{k: F(k) + v for k, v in state_updates.items()})
+        return
+    if not parts and not state_updates:
+        return
+    ctes, params, gate = [], [], ""
+    for i, (model, rows) in enumerate(parts):
+        sql, p = counter_upsert(model, rows, gate)
+        ctes.append(f"c{i} AS ({sql} RETURNING 1)")
+        params += p
+        gate = f"(SELECT count(*) FROM c{i}) >= 0"
     if state_updates:
-        VersionReviewStats.objects.filter(pk=version_id).update(**state_updates)
+        table = q(VersionReviewStats._meta.db_table)
+        sets = ", ".join(f"{q(k)} = {q(k)} + %s" for k in state_updates)
+        final = f"UPDATE {table} SET {sets} WHERE {q('version_id')} = %s" + (f" AND {gate}" if gate else "")
+        params += [*state_updates.values(), version_id]
+    else:
+        final = f"SELECT {gate}"
+    with connection.cursor() as cur:
+        cur.execute((f"WITH {', '.join(ctes)} " if ctes else "") + final, params)
 
 
 @transaction.atomic

@@ -51,14 +51,17 @@ def review_access(user, slug: str, version_id: int, min_role: str) -> tuple[Proj
     return access, version
 
 
-def progress(*, version: DatasetVersion, user, stats: VersionReviewStats | None = None) -> dict:
-    """Counters only: never a COUNT over the version's rows."""
+def progress(*, version: DatasetVersion, user, stats: VersionReviewStats | None = None,
+             sums: dict | None = None) -> dict:
+    """Counters only: never a COUNT over the version's rows. `sums`: the reviewer's `assigned` and `done` and the
+    version's `claimed` slots, when the caller has them (a claim reads them, see services._assign)."""
     # The reviewer's counters and the version's claimed slots in one aggregate (read with the version's
     # counters when the caller has not read those).
     agg = {"claimed": Sum("assigned"), "assigned": Sum("assigned", filter=Q(reviewer=user.pk)),
            "done": Sum("done", filter=Q(reviewer=user.pk))}
-    sums = None
-    if stats is None:
+    if sums is not None and stats is None:
+        stats = VersionReviewStats.objects.filter(pk=version.pk).first()
+    elif stats is None:
         per_version = ReviewerStats.objects.filter(version=OuterRef("pk")).order_by().values("version")
         stats = VersionReviewStats.objects.filter(pk=version.pk).annotate(
             **{f"sum_{k}": Subquery(per_version.annotate(s=v).values("s")) for k, v in agg.items()}).first()

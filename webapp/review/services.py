@@ -21,7 +21,7 @@ from webapp.core.services import ApplicationError
 from webapp.core.text import count
 from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
 from webapp.review import tally
-from webapp.review.counters import apply_delta, bump
+from webapp.review.counters import apply_delta, bump, counter_upsert
 from webapp.review.models import (
     Assignment,
     Comment,
@@ -106,12 +106,33 @@ def orientation(*, row_id: int, reviewer_id: int) -> bool:
 
 
 def _assign(*, version_id: int, reviewer, row_id: int, row_index: int, count: bool = True) -> Assignment:
-    """The assignment of a slot just taken (inside the claim's transaction), and the reviewer's `assigned`."""
-    assignment = Assignment.objects.create(reviewer=reviewer, row_id=row_id, version_id=version_id,
-                                           row_index=row_index,
-                                           left_is_chosen=orientation(row_id=row_id, reviewer_id=reviewer.pk))
-    if count:
-        bump(ReviewerStats, {"version_id": version_id, "reviewer_id": reviewer.pk}, assigned=1)
+    """The assignment of a slot just taken (inside the claim's transaction), and the reviewer's `assigned`.
+
+    On PostgreSQL both are one statement, which also reads the counters the reviewer's progress needs after
+    it (their own, and the version's claimed slots): `assignment.counters`."""
+    left = orientation(row_id=row_id, reviewer_id=reviewer.pk)
+    if not (count and connection.vendor == "postgresql"):
+        assignment = Assignment.objects.create(reviewer=reviewer, row_id=row_id, version_id=version_id,
+                                               row_index=row_index, left_is_chosen=left)
+        if count:
+            bump(ReviewerStats, {"version_id": version_id, "reviewer_id": reviewer.pk}, assigned=1)
+        return assignment
+    q = connection.ops.quote_name
+    at = timezone.now()
+    upsert, params = counter_upsert(ReviewerStats, [({"version_id": version_id, "reviewer_id": reviewer.pk},
+                                                     {"assigned": 1})], gate="(SELECT count(*) FROM a) >= 0")
+    stats = q(ReviewerStats._meta.db_table)
+    sql = (f"WITH a AS (INSERT INTO {q(Assignment._meta.db_table)} (reviewer_id, row_id, version_id, row_index, "
+           f"left_is_chosen, done, claimed_at, done_at) VALUES (%s, %s, %s, %s, %s, false, %s, NULL) RETURNING id), "
+           f"c AS ({upsert} RETURNING assigned, done) "
+           f"SELECT a.id, c.assigned, c.done, (SELECT COALESCE(SUM(assigned), 0) FROM {stats} "
+           f"WHERE version_id = %s AND reviewer_id <> %s) FROM a, c")
+    with connection.cursor() as cur:
+        cur.execute(sql, [reviewer.pk, row_id, version_id, row_index, left, at, *params, version_id, reviewer.pk])
+        pk, assigned, done, others = cur.fetchone()
+    assignment = Assignment(pk=pk, reviewer=reviewer, row_id=row_id, version_id=version_id, row_index=row_index,
+                            left_is_chosen=left, done=False, claimed_at=at)
+    assignment.counters = {"assigned": assigned, "done": done, "claimed": others + assigned}
     return assignment
 
 
