@@ -182,6 +182,7 @@ def sync_figures(timer: Timer, slug: str) -> None:
     from make_big_run import sparse_checkpoint
 
     from training import rollouts
+    from training.ingest import write_rollout_summary
     from webapp.monitoring.services.checkpoints import retention_apply
     from webapp.runs.models import Checkpoint, Job, JobAttempt
     from webapp.runs.services.sync import sync_job
@@ -211,6 +212,7 @@ def sync_figures(timer: Timer, slug: str) -> None:
         for r in rows:
             r["step"] = step
         rollouts.write_step(job.run_dir, step, rows)
+        write_rollout_summary(job.run_dir, step)  # as both backends' trainers do
         folder = Path(job.run_dir) / "checkpoints" / f"global_step_{step}"
         sparse_checkpoint(folder, step, number)
         made.append(folder)
@@ -243,6 +245,7 @@ def sync_figures(timer: Timer, slug: str) -> None:
             folder.rmdir()
         for step in range(job.last_step + 1, state["step"] + 1):
             (Path(job.run_dir) / "samples" / "rollout" / f"{step}.jsonl").unlink(missing_ok=True)
+            rollouts.summary_path(job.run_dir, step).unlink(missing_ok=True)
         for f in adir.iterdir():
             f.unlink()
         adir.rmdir()

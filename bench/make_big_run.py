@@ -168,8 +168,10 @@ def rollout_row(rng: random.Random, step: int, prompt: int, i: int) -> dict:
 
 
 def write_rollout_store(run_dir: Path, last_step: int) -> list[int]:
-    """The newest steps' dumps (64 prompts x 8 samples) until the store reaches its cap, as retention leaves it."""
+    """The newest steps' dumps (64 prompts x 8 samples) until the store reaches its cap, as retention leaves it,
+    each with the summary a trainer writes beside it."""
     from training import rollouts
+    from training.ingest import write_rollout_summary
 
     folder = run_dir / "samples" / "rollout"
     folder.mkdir(parents=True, exist_ok=True)
@@ -178,6 +180,7 @@ def write_rollout_store(run_dir: Path, last_step: int) -> list[int]:
     while used < ROLLOUT_CAP_MB * 1024 * 1024 and step > 0:
         rows = [rollout_row(rng, step, p, i) for p in rng.sample(range(PROMPT_SET), PROMPTS) for i in range(GROUP)]
         used += rollouts.write_step(run_dir, step, rows).stat().st_size
+        write_rollout_summary(run_dir, step)
         written.append(step)
         step -= 1
     return sorted(written)
@@ -185,7 +188,7 @@ def write_rollout_store(run_dir: Path, last_step: int) -> list[int]:
 
 def link_store(src: Path, dst: Path) -> None:
     (dst / "samples" / "rollout").mkdir(parents=True, exist_ok=True)
-    for f in (src / "samples" / "rollout").glob("*.jsonl"):
+    for f in (src / "samples" / "rollout").glob("*.json*"):  # the dumps and their summaries
         target = dst / "samples" / "rollout" / f.name
         if not target.exists():
             os.link(f, target)

@@ -18,7 +18,7 @@ from typing import Any
 
 from training import rollouts
 from training.checkpoints import STEP_DIR, dir_size, latest_step, read_manifest
-from training.rundir import RunDir, RunDirError, read_jsonl
+from training.rundir import RunDir, RunDirError, read_jsonl, write_json
 
 Metrics = dict[str, float | None]
 # VERL's console logger (verl/utils/logger/aggregate_logger.py): "step:N - key:value - ...",
@@ -346,7 +346,22 @@ def rollout_groups(rows: list[dict[str, Any]]) -> list[list[Any]]:
 def rollout_metrics(run_dir: str | Path, step: int) -> Metrics:
     """Metrics the trainer does not log but its `samples/rollout/<step>.jsonl` dump gives ({} without one):
     VERL's tied-group share, the per-component reward series (`training.rollouts.component_metrics`) and the
-    shares of garbled responses (`training.garbled`)."""
+    shares of garbled responses (`training.garbled`). Read from the summary the trainer wrote beside the dump
+    (`write_rollout_summary`) when it is there and describes this very file; computed from the dump when not
+    (older runs, a trainer that wrote none)."""
+    summary = rollouts.summary_path(run_dir, step)
+    try:
+        stat = sample_file(run_dir, rollouts.KIND, step).stat()
+        data = json.loads(summary.read_bytes())
+        if data.get("dump") == [stat.st_size, stat.st_mtime_ns] and isinstance(data.get("metrics"), dict):
+            return data["metrics"]
+    except (OSError, ValueError, AttributeError):
+        pass
+    return compute_rollout_metrics(run_dir, step)
+
+
+def compute_rollout_metrics(run_dir: str | Path, step: int) -> Metrics:
+    """`rollout_metrics` from the dump itself."""
     from training.garbled import garbled_metrics
     from training.guard_builtins import TIED_SHARE, tied_group_share
 
@@ -356,6 +371,19 @@ def rollout_metrics(run_dir: str | Path, step: int) -> Metrics:
     if share is not None:
         out[TIED_SHARE] = share
     return out
+
+
+def write_rollout_summary(run_dir: str | Path, step: int) -> Path | None:
+    """The trainer's side: once it has written a step's rollout dump, the dump's metrics beside it
+    (`samples/rollout/<step>.summary.json`, with the dump's size and time, so a dump rewritten later is not
+    described by an old summary). None when there is no dump."""
+    try:
+        stat = sample_file(run_dir, rollouts.KIND, step).stat()
+    except FileNotFoundError:
+        return None
+    metrics = compute_rollout_metrics(run_dir, step)
+    return write_json(rollouts.summary_path(run_dir, step),
+                      {"step": int(step), "dump": [stat.st_size, stat.st_mtime_ns], "metrics": metrics}, indent=None)
 
 
 def validation_metrics(run_dir: str | Path, step: int) -> Metrics:

@@ -168,6 +168,12 @@ def normalize(rows: list[dict[str, Any]], step: int | None = None) -> list[dict[
     return out
 
 
+def summary_path(run_dir: str | Path, step: int) -> Path:
+    """`samples/rollout/<step>.summary.json`: the metrics of one step's dump, written by the trainer beside it
+    (training.ingest.write_rollout_summary), so the web app's sync need not read the dump."""
+    return RunDir(run_dir).samples_dir(KIND) / f"{int(step)}.summary.json"
+
+
 def write_step(run_dir: str | Path, step: int, rows: list[dict[str, Any]]) -> Path:
     """Write one step's rows (atomically: a reader never sees half a file)."""
     return write_jsonl(RunDir(run_dir).samples(KIND, step), rows)
@@ -217,4 +223,5 @@ def prune(run_dir: str | Path, keep_last: int | None, keep_every: int | None, ma
     doomed = plan_retention(sizes, keep_last, keep_every, max_mb)
     for step in doomed:
         (root / f"{step}.jsonl").unlink(missing_ok=True)
+        summary_path(run_dir, step).unlink(missing_ok=True)
     return doomed

@@ -58,6 +58,8 @@ LAYOUT: tuple[tuple[str, str], ...] = (
                                       '"attempt"}'),
     ("samples/val/<step>.jsonl", 'validation samples: {"input", "output", "gts", "score", "step", "reference", ...}'),
     ("samples/rollout/<step>.jsonl", "rollout store: each step's samples (training/rollouts.py), pruned by retention"),
+    ("samples/rollout/<step>.summary.json", 'the trainer\'s summary of that dump: {"step", "dump": [size, mtime_ns], '
+                                            '"metrics"}'),
     ("export/global_step_N/", "HF exports of checkpoints (a download's zip sits beside them)"),
     ("diagnostics/<id>.zip", "diagnostic bundles (webapp/monitoring/services/bundle.py), secrets scrubbed"),
     ("human_evals/<id>/", "a periodic human evaluation: spec.json, pairs.jsonl (training.arena), log.txt"),

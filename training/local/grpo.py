@@ -18,6 +18,7 @@ import torch
 
 from training import guard_builtins, rollouts
 from training.garbled import garbled_metrics
+from training.ingest import write_rollout_summary
 from training.local.common import Rollout, masked_mean, rollout, token_logprobs
 from training.local.config import Job
 from training.local.data import fit_prompts, read_jsonl
@@ -199,6 +200,7 @@ class GRPOTrainer:
                               group_size=hp.group_size, max_response_length=hp.max_response_length,
                               entropy=torch.cat(policy_ent), train_logp=train_logp)
         rollouts.write_step(self.job.run_dir, step, stored)
+        write_rollout_summary(self.job.run_dir, step)  # the web app's sync reads it instead of the dump
         rollouts.prune(self.job.run_dir, hp.rollout_keep_last, hp.rollout_keep_every, hp.rollout_max_mb)
         plen = ro.attention_mask[:, : ro.prompt_len].sum(-1).float()
         n_tokens = float(lengths.sum() + plen.sum())

@@ -21,7 +21,8 @@ TaskRunner, the workers and the rollout servers all get the same three kinds of 
      for PPO value heads, which GRPO does not use).
 
 In a V1 run (trainer.use_v1=true) the rollout dump also keeps the reward's columns and the group uids
-(training.verl_cpu.v1_dump).
+(training.verl_cpu.v1_dump). Either trainer writes each rollout dump's summary beside it
+(training.verl_cpu.rollout_summary).
 
 Ray's driver gets a longer wait for its new raylet on a busy machine, and the raylet its agents' ports up front
 (training.verl_cpu.ray_startup).
@@ -43,7 +44,7 @@ from verl.utils.tokenizer import continuous_token_wiring as ct_wiring  # noqa: E
 from verl.workers.rollout import base as rollout_base  # noqa: E402
 from verl.workers.rollout.replica import RolloutReplicaRegistry  # noqa: E402
 
-from training.verl_cpu import ROLLOUT_NAME, STORE_DIR_ENV, V1_ENV  # noqa: E402
+from training.verl_cpu import ROLLOUT_NAME, STORE_DIR_ENV, V1_ENV, rollout_summary  # noqa: E402
 from training.verl_cpu import platform as _platform  # noqa: E402,F401 - registers the platform
 from training.verl_cpu.ray_startup import agent_ports_up_front, patient_node_lookup  # noqa: E402
 
@@ -157,6 +158,7 @@ if not trl_has_value_head():
 
 patient_node_lookup()
 agent_ports_up_front()
+rollout_summary.install()  # each rollout dump gets its summary, for the web app's sync
 
 if os.environ.get(V1_ENV) == "1":  # the plan sets it for a V1 run; Ray's processes inherit it
     from training.verl_cpu import v1_dump as _v1_dump  # noqa: E402,F401 - the rollout store's columns
