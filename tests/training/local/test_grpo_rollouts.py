@@ -57,6 +57,7 @@ def test_logged_total_components_and_rows_match_what_was_optimised(mixed_run, re
 
     # retention: the last 2 steps and every 3rd older one stay
     assert rollouts.steps(mixed_run) == [3, 4, 5]
+    assert not rollouts.summary_path(mixed_run, 2).exists()  # gone with its dump
     errors_seen = 0
     for step in (3, 4, 5):
         rows = ingest.read_samples(mixed_run, "rollout", step)
@@ -96,6 +97,9 @@ def test_logged_total_components_and_rows_match_what_was_optimised(mixed_run, re
         ok_chars = [r["extras"]["shape"]["chars"] for r in rows if "shape" in r["extras"]]
         assert m[step]["reward/shape/chars/mean"] == pytest.approx(sum(ok_chars) / len(ok_chars))
         derived = ingest.rollout_metrics(mixed_run, step)
+        # read from the summary the trainer wrote beside the dump, which holds what the dump gives
+        assert json.loads(rollouts.summary_path(mixed_run, step).read_text())["metrics"] == derived
+        assert derived == ingest.compute_rollout_metrics(mixed_run, step)
         for key, value in derived.items():
             if key.startswith(("reward/", "garbled/")):
                 assert m[step][key] == pytest.approx(value) or (value is None and m[step][key] is None), key
