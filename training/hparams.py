@@ -485,11 +485,14 @@ def _coerce_number(value: Any, whole: bool) -> int | float:
     return int(number)
 
 
-def verl_pairs(setting: Setting, value: Any, spec: dict) -> Pairs:
-    """The (Hydra path, value) pairs one setting adds to VERL's overrides (none for planned ones)."""
-    m = setting.verl
-    if m is None or m.planned:
-        return []
-    if m.convert is not None:
-        return m.convert(value, spec)
-    return [(path, value) for path in m.paths]
+def verl_settings(spec: dict) -> tuple[dict[str, Any], tuple[tuple[Setting, Any, Pairs], ...]]:
+    """One pass over a job spec for VERL: each setting's value by key (its default when absent), and each setting VERL
+    takes for the spec's kind with its value and the (Hydra path, value) pairs it adds (none if planned; ValueError)."""
+    values, kind, table = {s.key: value_of(spec, s.key) for s in SETTINGS}, spec.get("kind", "grpo"), []
+    for s in SETTINGS:
+        if s.verl is None or not s.offered(kind, "verl"):
+            continue
+        m, value = s.verl, values[s.key]
+        pairs = [] if m.planned else m.convert(value, spec) if m.convert else [(p, value) for p in m.paths]
+        table.append((s, value, pairs))
+    return values, tuple(table)

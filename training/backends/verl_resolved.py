@@ -22,9 +22,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from training import hparams
 from training.backends.base import BackendError
-from training.verl_cpu import cpu_overrides, is_cpu_job
+from training.backends.verl_overrides import REWARD_MANAGER, VerlJob
+from training.verl_cpu import cpu_overrides
 
 LEGACY_REWARD_ROOTS = ("custom_reward_function", "reward_model", "sandbox_fusion")
 REWARD_PATH = "reward.custom_reward_function.path"
@@ -117,27 +117,19 @@ def resolved_value(cfg, key: str) -> Any:
     return value
 
 
-def setting_rows(spec: dict[str, Any], pairs: list[tuple[str, Any]]) -> list[Row]:
+def setting_rows(job: VerlJob, pairs: list[tuple[str, Any]]) -> list[Row]:
     """The form's settings for this job, each at the key(s) VERL reads, with the value it must resolve."""
     planned = dict(pairs)
-    cpu_keys = {k for k, _ in cpu_overrides("", 1)} if is_cpu_job(spec) else set()
-    kind = spec.get("kind", "grpo")
+    cpu_keys = {k for k, _ in cpu_overrides("", 1)} if job.cpu else set()
     rows: list[Row] = []
-    for s in hparams.SETTINGS:
-        if s.verl is None or not s.offered(kind, "verl"):
-            continue
-        form = hparams.value_of(spec, s.key)
+    for s, form, setting_pairs in job.settings:
         if s.verl.planned:
             targets = [(p, planned[p]) for p in s.verl.paths if p in planned]
             rows += [Row(s.label, p, form, v, note="" if same_value(form, v) else "planned") for p, v in targets]
             continue
-        try:
-            targets = hparams.verl_pairs(s, form, spec)
-        except ValueError as exc:
-            raise BackendError(str(exc)) from None
-        if not targets:
+        if not setting_pairs:
             rows.append(Row(s.label, s.verl.paths[0], form, None, note="VERL's default", checked=False))
-        for path, want in targets:
+        for path, want in setting_pairs:
             note = ""
             if path in cpu_keys and not same_value(want, planned.get(path)):
                 want, note = planned[path], "CPU rehearsal"
@@ -145,13 +137,10 @@ def setting_rows(spec: dict[str, Any], pairs: list[tuple[str, Any]]) -> list[Row
     return rows
 
 
-def plan_rows(spec: dict[str, Any], reward_module: str | None) -> list[Row]:
+def plan_rows(job: VerlJob, reward_module: str | None) -> list[Row]:
     """What the plan decides besides the form: the reward function, the reward manager, the trainer version."""
-    from training.backends.verl_overrides import REWARD_MANAGER, planned_trainer_v1
-
     rows = [Row("Reward manager", REWARD_MANAGER_KEY, REWARD_MANAGER, REWARD_MANAGER, note="planned"),
-            Row("V1 trainer (false: legacy)", TRAINER_VERSION, planned_trainer_v1(spec), planned_trainer_v1(spec),
-                note="planned")]
+            Row("V1 trainer (false: legacy)", TRAINER_VERSION, job.use_v1, job.use_v1, note="planned")]
     if reward_module is not None:
         rows[:0] = [Row("Reward function", REWARD_PATH, reward_module, reward_module, note="planned"),
                     Row("Reward entry point", REWARD_NAME, "compute_score", "compute_score", note="planned")]
@@ -183,12 +172,12 @@ def resolve_rows(rows: list[Row], cfg) -> list[Row]:
             Row(r.setting, r.key, r.form, r.planned, resolved_value(cfg, r.key), r.note, r.checked) for r in rows]
 
 
-def check(spec: dict[str, Any], overrides: list[str], pairs: list[tuple[str, Any]],
+def check(job: VerlJob, overrides: list[str], pairs: list[tuple[str, Any]],
           reward_module: str | None) -> list[Row]:
     """Compose `overrides` as main_ppo will and compare with the plan `pairs` and the job's reward module
     (None: no reward function); the table rows, or a BackendError."""
     cfg = compose(overrides)
-    table = resolve_rows(setting_rows(spec, pairs) + plan_rows(spec, reward_module), cfg)
+    table = resolve_rows(setting_rows(job, pairs) + plan_rows(job, reward_module), cfg)
     shown = {r.key for r in table}
     hidden = resolve_rows([Row("Planned override", k, v, v) for k, v in pairs
                            if k not in shown and not k.startswith("hydra.")], cfg)
@@ -198,6 +187,11 @@ def check(spec: dict[str, Any], overrides: list[str], pairs: list[tuple[str, Any
                                                                              f"VERL resolved {show(r.resolved)}"
                                                                              for r in bad))
     return table
+
+
+def check_text(job: VerlJob, overrides: list[str], pairs: list[tuple[str, Any]], reward_module: str | None) -> str:
+    """`check`, as the table's text (what a launch writes to attempts/<K>/resolved.txt)."""
+    return table_text(check(job, overrides, pairs, reward_module))
 
 
 def _want(row: Row) -> str:

@@ -36,12 +36,6 @@ _MAX_TMP_LEN = 40
 PLAIN_CHAT_TEMPLATE = "{% for m in messages %}{{ m.content }}{% endfor %}"
 
 
-def is_cpu_job(spec: dict[str, Any]) -> bool:
-    """A VERL job that runs on CPU: device "cpu", or the CPU rollout chosen explicitly."""
-    hp, verl = spec.get("hp") or {}, spec.get("verl") or {}
-    return hp.get("device") == "cpu" or verl.get("rollout_engine") == ROLLOUT_NAME
-
-
 def ray_temp_dir(run_dir: Path, attempt: int) -> str:
     """A short, private temp dir for the attempt's Ray cluster: /tmp/rlhf-ray-<run hash>-<attempt>."""
     digest = hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
@@ -131,11 +125,3 @@ def cpu_overrides(ray_tmp: str | None, fake_gpus: int = 1, use_v1: bool = False)
         ("+ray_kwargs.ray_init.include_dashboard", False),
         ("+ray_kwargs.ray_init._temp_dir", ray_tmp),
     ]
-
-
-def merge_overrides(base: list[tuple[str, Any]], extra: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """`base` with `extra` applied: a key in both takes `extra`'s value in `base`'s position."""
-    values = dict(base)
-    values.update(extra)
-    seen = {k for k, _ in base}
-    return [(k, values[k]) for k, _ in base] + [(k, v) for k, v in extra if k not in seen]

@@ -11,7 +11,8 @@ pytest.importorskip("verl")
 
 from training.backends.base import BackendError  # noqa: E402
 from training.backends.verl import VerlBackend  # noqa: E402
-from training.verl_cpu import PLAIN_CHAT_TEMPLATE, PLUGIN_MODULE, V1_ENV, merge_overrides, ray_temp_dir  # noqa: E402
+from training.backends.verl_overrides import merge_overrides  # noqa: E402
+from training.verl_cpu import PLAIN_CHAT_TEMPLATE, PLUGIN_MODULE, V1_ENV, ray_temp_dir  # noqa: E402
 
 CPU = {"hp": {"device": "cpu"}}
 

@@ -12,16 +12,8 @@ from pathlib import Path
 import pytest
 
 from training.backends.base import BackendError
-from training.backends.verl_overrides import (
-    BatchPlan,
-    Resume,
-    VerlPaths,
-    build_overrides,
-    decide_resume,
-    gpu_plan,
-    hydra_value,
-    plan_batches,
-)
+from training.backends.verl_overrides import VerlJob, build_overrides, hydra_value
+from training.backends.verl_plan import BatchPlan, Resume, VerlPaths, decide_resume, plan_batches
 
 GOLDEN = Path(__file__).parent / "golden"
 RUN = Path("/runs/17")
@@ -63,7 +55,7 @@ def golden_cases() -> dict[str, tuple[dict, Resume, int]]:
         "grpo": (_spec(), Resume("disable"), 80),
         "grpo_lora": (lora, Resume("disable"), 80),
         "model_reward": (model_reward, Resume("disable"), 80),
-        "resume": (resume, decide_resume(resume, RUN, 1, None), 80),
+        "resume": (resume, decide_resume(resume["resume_from"], RUN, 1, None), 80),
         "distill": (distill, Resume("disable"), 80),
     }
 
@@ -118,14 +110,14 @@ def test_distillation_refuses_a_single_gpu():
     spec = _spec(kind="distill", teacher={"path": "/models/teacher"},
                  hp={**HP, "distill_mode": "on_policy"})
     with pytest.raises(BackendError, match="student pool and a teacher pool") as exc:
-        gpu_plan(spec)
+        VerlJob.from_spec(spec)
     assert exc.value.permanent
 
 
 def test_distillation_splits_gpus_between_student_and_teacher():
     spec = _spec(kind="distill", teacher={"path": "/t"}, hp={**HP, "distill_mode": "on_policy"},
                  verl={**BASE["verl"], "n_gpus_per_node": 8, "teacher_gpus_per_node": 2})
-    plan = gpu_plan(spec)
+    plan = VerlJob.from_spec(spec).gpus
     assert (plan.n_gpus_per_node, plan.teacher_gpus_per_node) == (6, 2)
 
 
@@ -147,20 +139,20 @@ def test_it_rejects_specs_verl_cannot_run(updates, message):
 def test_resume_rules():
     own = "/runs/17/checkpoints/global_step_30"
     parent = "/runs/12/checkpoints/global_step_20/"
-    assert decide_resume(_spec(), RUN, 1, None) == Resume("disable")
-    assert decide_resume(_spec(), RUN, 2, None) == Resume("auto")
+    assert decide_resume(None, RUN, 1, None) == Resume("disable")
+    assert decide_resume(None, RUN, 2, None) == Resume("auto")
     # a branch starts from the parent's folder itself (no trailing slash: VERL parses the step from it)
-    assert decide_resume(_spec(resume_from=parent), RUN, 1, None) == Resume("resume_path", parent.rstrip("/"))
+    assert decide_resume(parent, RUN, 1, None) == Resume("resume_path", parent.rstrip("/"))
     # ...and a restart of the branch continues from its own checkpoints
-    assert decide_resume(_spec(resume_from=parent), RUN, 2, 25) == Resume("auto")
+    assert decide_resume(parent, RUN, 2, 25) == Resume("auto")
     # an explicit restore inside the run (KL guard) always loads that step
-    assert decide_resume(_spec(resume_from=own), RUN, 3, 40) == Resume("resume_path", own)
+    assert decide_resume(own, RUN, 3, 40) == Resume("resume_path", own)
 
 
 @pytest.mark.parametrize("bad", ["relative/global_step_3", "/runs/12/checkpoints/global_step_3/actor"])
 def test_resume_from_must_be_an_absolute_global_step_folder(bad):
     with pytest.raises(BackendError):
-        decide_resume(_spec(resume_from=bad), RUN, 1, None)
+        decide_resume(bad, RUN, 1, None)
 
 
 @pytest.mark.parametrize("value,expected", [

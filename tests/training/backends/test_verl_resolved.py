@@ -10,18 +10,20 @@ pytest.importorskip("verl")
 from training.backends import verl_overrides, verl_resolved  # noqa: E402
 from training.backends.base import BackendError  # noqa: E402
 from training.backends.verl import VerlBackend  # noqa: E402
+from training.backends.verl_overrides import VerlJob  # noqa: E402
 
 
 def _check(spec, run_dir, overrides, pairs):
-    return verl_resolved.check(spec, overrides, pairs, str(run_dir.resolve() / "verl" / "reward_fn.py"))
+    reward_fn = str(run_dir.resolve() / "verl" / "reward_fn.py")
+    return verl_resolved.check(VerlJob.from_spec(spec), overrides, pairs, reward_fn)
 
 
 def test_a_planted_legacy_top_level_reward_key_stops_the_launch(make_run, monkeypatch):
     spec, run_dir = make_run()
     real = verl_overrides._reward_overrides
 
-    def legacy(spec, reward_module, engine):  # the pre-0.9 spelling of the reward function keys
-        return [(k.removeprefix("reward."), v) for k, v in real(spec, reward_module, engine)]
+    def legacy(reward, reward_module, engine):  # the pre-0.9 spelling of the reward function keys
+        return [(k.removeprefix("reward."), v) for k, v in real(reward, reward_module, engine)]
 
     monkeypatch.setattr(verl_overrides, "_reward_overrides", legacy)
     with pytest.raises(BackendError) as err:
@@ -36,7 +38,7 @@ def test_a_planted_legacy_top_level_reward_key_stops_the_launch(make_run, monkey
 
 def test_a_setting_overridden_after_the_form_is_caught_with_both_values(make_run):
     spec, run_dir = make_run({"hp": {"lr": 3e-5}})
-    overrides, pairs = VerlBackend()._plan(spec, run_dir.resolve(), 1, 80, None)
+    overrides, pairs = VerlBackend()._plan(VerlJob.from_spec(spec), run_dir.resolve(), 1, 80, None)
     planted = overrides + ["actor_rollout_ref.actor.optim.lr=0.5"]
     with pytest.raises(BackendError, match=r"actor_rollout_ref\.actor\.optim\.lr \(Learning rate\): "
                                            r"the form says 3e-05, VERL resolved 0\.5"):

@@ -145,11 +145,12 @@ def test_wrapper_batches_concurrent_calls_and_never_shares_the_sandbox(make_run,
 @pytest.mark.parametrize("budget,loop_workers,pool", [(None, 4, None), (16, 4, 4), (6, 4, 1), (2, 2, 1)])
 def test_the_jobs_reward_workers_are_shared_out_over_verls_reward_workers(make_run, fake_sandbox, budget,
                                                                           loop_workers, pool):
-    from training.backends.verl_overrides import reward_loop_workers
+    from training.backends.verl_overrides import VerlJob
     from training.sandbox import pool_size
 
     run_dir, cfg = _prepared(make_run, {"hp": {"reward_workers": budget}})
-    assert reward_loop_workers(json.loads((run_dir / "job.json").read_text())) == loop_workers  # reward.num_workers
+    job = VerlJob.from_spec(json.loads((run_dir / "job.json").read_text()))
+    assert job.reward.loop_workers == loop_workers  # reward.num_workers
     assert (cfg["reward_workers"], cfg["loop_workers"]) == (budget, loop_workers)
     fn = make_compute_score(str(run_dir / "verl" / "reward.json"))
     assert fn(**_sample(3))["score"] == 1.0
