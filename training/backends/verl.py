@@ -166,13 +166,6 @@ class VerlBackend:
         module = self._paths(run_dir, attempt).reward_module
         return str(module) if module is not None else None
 
-    def _plan(self, job: VerlJob, run_dir: Path, attempt: int, n_train_rows: int, own_latest: int | None,
-              env_for_ray: dict[str, str] | None = None) -> tuple[list[str], list]:
-        """The rendered override list and the (path, value) pairs it renders."""
-        resume = decide_resume(job.resume_from, run_dir, attempt, own_latest)
-        template = None if has_chat_template(job.model) else PLAIN_CHAT_TEMPLATE
-        return job.plan(self._paths(run_dir, attempt), n_train_rows, resume, env_for_ray, chat_template=template)
-
     def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
         run_dir = Path(run_dir).resolve()
         check_attempt(attempt)  # `spec` is job.json as the worker wrote it (typed by training.jobspec): trusted
@@ -261,8 +254,9 @@ class VerlBackend:
         env = base_env(run_dir, attempt, create=False)
         ray_env = None if job.ray_address else {"VERL_FILE_LOGGER_PATH": env["VERL_FILE_LOGGER_PATH"],
                                                 "WANDB_MODE": "disabled"}
-        own_latest = latest_checkpointed_step(RunDir(run_dir).checkpoints)
-        ov, pairs = self._plan(job, run_dir, attempt, n_rows, own_latest, ray_env)
+        resume = decide_resume(job.resume_from, run_dir, attempt, latest_checkpointed_step(RunDir(run_dir).checkpoints))
+        template = None if has_chat_template(job.model) else PLAIN_CHAT_TEMPLATE
+        ov, pairs = job.plan(self._paths(run_dir, attempt), n_rows, resume, ray_env, chat_template=template)
         head = [f"# run dir: {run_dir}", f"# attempt: {attempt}", f"python -m {ENTRY}"]
         text = "\n".join(head + ov) + "\n"
         try:

@@ -11,6 +11,7 @@ from training.backends import verl_overrides, verl_resolved  # noqa: E402
 from training.backends.base import BackendError  # noqa: E402
 from training.backends.verl import VerlBackend  # noqa: E402
 from training.backends.verl_overrides import VerlJob  # noqa: E402
+from training.backends.verl_plan import Resume  # noqa: E402
 
 
 def _check(spec, run_dir, overrides, pairs):
@@ -38,7 +39,7 @@ def test_a_planted_legacy_top_level_reward_key_stops_the_launch(make_run, monkey
 
 def test_a_setting_overridden_after_the_form_is_caught_with_both_values(make_run):
     spec, run_dir = make_run({"hp": {"lr": 3e-5}})
-    overrides, pairs = VerlBackend()._plan(VerlJob.from_spec(spec), run_dir.resolve(), 1, 80, None)
+    overrides, pairs = VerlJob.from_spec(spec).plan(VerlBackend()._paths(run_dir.resolve(), 1), 80, Resume("disable"))
     planted = overrides + ["actor_rollout_ref.actor.optim.lr=0.5"]
     with pytest.raises(BackendError, match=r"actor_rollout_ref\.actor\.optim\.lr \(Learning rate\): "
                                            r"the form says 3e-05, VERL resolved 0\.5"):
