@@ -52,7 +52,11 @@ def _int_param(request, name: str) -> int | None:
 def _item_response(access, version, assignment, user, stats=None) -> Response:
     item = None
     if assignment is not None:
-        row = _row(version, assignment.row_id)
+        row = getattr(assignment, "claimed_row", None)  # a claim may have read it (services._claim_after)
+        if row is not None:
+            row.version = version
+        else:
+            row = _row(version, assignment.row_id)
         item = selectors.item_payload(row=row, user=user, access=access, assignment=assignment)
     body = {"item": item, "progress": selectors.progress(version=version, user=user, stats=stats,
                                                          sums=getattr(assignment, "counters", None))}

@@ -155,6 +155,18 @@ def _claim(*, version_id: int, reviewer, row_id: int, row_index: int, overlap: i
     return assignment
 
 
+def _from_db(model, values):
+    """A model instance from a raw row of its concrete columns, through the converters a queryset applies."""
+    fields = model._meta.concrete_fields
+    out = []
+    for field, value in zip(fields, values, strict=True):
+        col = field.get_col(model._meta.db_table)
+        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
+            value = convert(value, col, connection)
+        out.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], out)
+
+
 def _claim_after(*, version_id: int, reviewer, cursor: int, overlap: int) -> Assignment | None:
     """Find and take a slot of the first open pair after `cursor` in one statement, preferring pairs other
     reviewers started (claims = overlap - 1 first, then fewer): the conditions are checked again on the row
@@ -164,15 +176,31 @@ def _claim_after(*, version_id: int, reviewer, cursor: int, overlap: int) -> Ass
     picks = [f"(SELECT row_id FROM {ps} WHERE version_id = %s AND state = %s AND claims = %s AND row_index > %s "
              f"ORDER BY row_index LIMIT 1)" for _ in range(overlap)]
     params: list = [x for claims in range(overlap - 1, -1, -1) for x in (version_id, State.UNREVIEWED, claims, cursor)]
+    update = (f"UPDATE {ps} SET claims = claims + 1 WHERE row_id = COALESCE({', '.join(picks)}, NULL) "
+              f"AND state = %s AND claims < %s RETURNING ")
+    # On PostgreSQL the statement also returns the pair with its state, as the review screen shows it next.
+    with_row = connection.vendor == "postgresql"
+    states, rows = PairState._meta.concrete_fields, DatasetRow._meta.concrete_fields
+    if with_row:
+        taken_cols = ", ".join(f"t.{q(f.column)}" for f in states)
+        sql = (f"WITH t AS ({update}*) SELECT {taken_cols}, {', '.join(f'r.{q(f.column)}' for f in rows)} FROM t "
+               f"JOIN {q(DatasetRow._meta.db_table)} r ON r.id = t.row_id")
+    else:
+        sql = update + "row_id, row_index"
     try:
         with transaction.atomic(), connection.cursor() as cur:
-            cur.execute(f"UPDATE {ps} SET claims = claims + 1 WHERE row_id = COALESCE({', '.join(picks)}, NULL) "
-                        f"AND state = %s AND claims < %s RETURNING row_id, row_index",
-                        [*params, State.UNREVIEWED, overlap])
+            cur.execute(sql, [*params, State.UNREVIEWED, overlap])
             taken = cur.fetchone()
             if taken is None:
                 return None
+            row = None
+            if with_row:
+                state = _from_db(PairState, taken[:len(states)])
+                row = _from_db(DatasetRow, taken[len(states):])
+                DatasetRow.pair_state.related.set_cached_value(row, state)
+                taken = (state.pk, state.row_index)
             assignment = _assign(version_id=version_id, reviewer=reviewer, row_id=taken[0], row_index=taken[1])
+            assignment.claimed_row = row
     except IntegrityError:
         return None  # a concurrent request of the same reviewer claimed it first
     return assignment
