@@ -24,28 +24,21 @@ import torch
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, TokenOutput
 
+from training.verl_cpu.batch_decode import Request, sample_batch, sampling_key
+
 # Env vars every Ray process of the run needs to import this plugin again.
 PLUGIN_ENV = ("VERL_USE_EXTERNAL_MODULES", "PYTHONPATH", "VERL_PLATFORM", "VERL_ENGINE_DEVICE")
 
 
+# Sampling requests decoded together: at most MAX_BATCH, gathered until none has arrived for GATHER_QUIET_S
+# (at most GATHER_MAX_S); a step's decoding takes seconds, so the wait costs little.
+MAX_BATCH = 64
+GATHER_QUIET_S = 0.05
+GATHER_MAX_S = 2.0
+
+
 def server_name(replica_rank: int, suffix: str = "") -> str:
     return f"hf_server_{replica_rank}{suffix}"
-
-
-def _filter_logits(logits: torch.Tensor, temperature: float, top_p: float | None,
-                   top_k: int | None) -> torch.Tensor:
-    """Temperature, then top-k, then nucleus filtering, as vLLM applies them."""
-    scaled = logits / temperature
-    if top_k is not None and top_k > 0:
-        kth = torch.topk(scaled, min(top_k, scaled.size(-1))).values[:, -1, None]
-        scaled = scaled.masked_fill(scaled < kth, -float("inf"))
-    if top_p is not None and 0 < top_p < 1.0:
-        sorted_logits, order = torch.sort(scaled, descending=True)
-        probs = torch.softmax(sorted_logits, dim=-1)
-        drop = probs.cumsum(-1) - probs > top_p
-        sorted_logits = sorted_logits.masked_fill(drop, -float("inf"))
-        scaled = torch.full_like(scaled, -float("inf")).scatter(-1, order, sorted_logits)
-    return scaled
 
 
 class HFServer:
@@ -62,6 +55,8 @@ class HFServer:
         self.model: Any = None
         self.eos_ids: set[int] = set()
         self._lock = asyncio.Lock()  # one generation or weight update at a time
+        self._pending: list[tuple[Request, asyncio.Future]] = []
+        self._drainer: asyncio.Task | None = None
 
     async def init(self) -> bool:
         from transformers import AutoModelForCausalLM
@@ -86,34 +81,6 @@ class HFServer:
         if missing:
             raise RuntimeError(f"weight sync left {len(missing)} tensors stale, e.g. {missing[:3]}")
         return len(state_dict)
-
-    @torch.no_grad()
-    def _sample(self, prompt_ids: list[int], max_tokens: int, params: dict[str, Any]) -> tuple[list, list, str]:
-        temperature = params.get("temperature", 1.0)
-        greedy = temperature is None or temperature <= 0
-        gen = torch.Generator().manual_seed(int(params["seed"])) if params.get("seed") is not None else None
-        vocab = len(self.model_config.tokenizer)
-        out = self.model(input_ids=torch.tensor([prompt_ids]), use_cache=True)
-        tokens: list[int] = []
-        logps: list[float] = []
-        stop = "length"
-        for _ in range(max_tokens):
-            logits = out.logits[:, -1, :].float()
-            logits[:, vocab:] = -float("inf")  # padded embedding rows are not tokens
-            if greedy:
-                probs = torch.softmax(logits, dim=-1)
-                tok = int(torch.argmax(logits, dim=-1))
-            else:
-                probs = torch.softmax(_filter_logits(logits, temperature, params.get("top_p"), params.get("top_k")),
-                                      dim=-1)
-                tok = int(torch.multinomial(probs, 1, generator=gen))
-            tokens.append(tok)
-            logps.append(float(torch.log(probs[0, tok].clamp_min(1e-30))))
-            if tok in self.eos_ids:
-                stop = "completed"
-                break
-            out = self.model(input_ids=torch.tensor([[tok]]), past_key_values=out.past_key_values, use_cache=True)
-        return tokens, logps, stop
 
     def _max_tokens(self, params: dict[str, Any], prompt_len: int) -> int:
         limit = self.config.max_model_len - prompt_len if self.config.max_model_len else 10**9
@@ -148,12 +115,40 @@ class HFServer:
                 ids, logps = self._prompt_logprobs(prompt_ids, int(params["prompt_logprobs"]))
             return TokenOutput(token_ids=[], log_probs=None, stop_reason="length",
                                extra_fields={"prompt_ids": ids, "prompt_logprobs": logps})
-        max_tokens = self._max_tokens(params, len(prompt_ids))
-        async with self._lock:
-            tokens, logps, stop = self._sample(prompt_ids, max_tokens, params)
-        await asyncio.sleep(0)
+        request = Request(prompt_ids, self._max_tokens(params, len(prompt_ids)), params)
+        future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._pending.append((request, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        tokens, logps, stop = await future
         return TokenOutput(token_ids=tokens, log_probs=logps if params.get("logprobs") else None,
                            stop_reason=stop, extra_fields={"global_steps": self.global_steps})
+
+    async def _drain(self) -> None:
+        """Decode the waiting requests in batches until none is left (see batch_decode)."""
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            # The agent loop sends a step's samples one request each: wait until they stop arriving.
+            deadline, seen = loop.time() + GATHER_MAX_S, -1
+            while seen != len(self._pending) and len(self._pending) < MAX_BATCH and loop.time() < deadline:
+                seen = len(self._pending)
+                await asyncio.sleep(GATHER_QUIET_S)
+            key = sampling_key(self._pending[0][0].params)
+            batch = [p for p in self._pending if sampling_key(p[0].params) == key][:MAX_BATCH]
+            self._pending = [p for p in self._pending if all(p is not q for q in batch)]
+            try:
+                async with self._lock:
+                    results = sample_batch(self.model, [r for r, _ in batch], len(self.model_config.tokenizer),
+                                           self.eos_ids)
+            except Exception as exc:  # every waiting sample of the batch gets the error, none hangs
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            for (_, future), result in zip(batch, results, strict=True):
+                if not future.done():
+                    future.set_result(result)
+            await asyncio.sleep(0)
 
     # Control plane: a CPU model has no KV cache or memory to release between phases.
     async def abort_all_requests(self, reject_request: bool = False) -> dict[str, Any]:

@@ -61,12 +61,12 @@ def test_the_demo_tokenizer_falls_back_to_the_default_token_builder(tmp_path):
 def test_sampling_filters_keep_the_distribution_valid():
     import torch
 
-    from training.verl_cpu.rollout import _filter_logits
+    from training.verl_cpu.batch_decode import filter_logits
 
     logits = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
-    kept = torch.isfinite(_filter_logits(logits, 1.0, top_p=None, top_k=2))
+    kept = torch.isfinite(filter_logits(logits, 1.0, top_p=None, top_k=2))
     assert kept.tolist() == [[True, True, False, False]]
-    probs = torch.softmax(_filter_logits(logits, 0.5, top_p=0.7, top_k=None), dim=-1)
+    probs = torch.softmax(filter_logits(logits, 0.5, top_p=0.7, top_k=None), dim=-1)
     assert probs[0, 0] > 0.7 and probs.sum().item() == pytest.approx(1.0)
 
 
