@@ -98,6 +98,15 @@ def cpu_overrides(ray_tmp: str | None, fake_gpus: int = 1, use_v1: bool = False)
         ("actor_rollout_ref.ref.fsdp_config.use_torch_compile", False),
         ("actor_rollout_ref.actor.fsdp_config.dtype", "float32"),
         ("actor_rollout_ref.ref.fsdp_config.dtype", "float32"),
+        # VERL's FSDP engine computes in its mixed-precision param dtype, bf16 unless `mixed_precision` names
+        # one (fsdp_config.dtype above does not): bf16 autocast on a CPU without bf16 units made SmolLM2's
+        # log-prob passes ~5x and its update ~10x slower than the local backend's float32, and the trainer's
+        # log-probs drifted from the rollout's (rollout_probs_diff_mean 7e-3).
+        *[(f"+actor_rollout_ref.{role}.fsdp_config.mixed_precision.{part}_dtype", "fp32")
+          for role in ("actor", "ref") for part in ("param", "reduce", "buffer")],
+        # The local backend keeps the activations (a CPU step's batch is small); recomputing them in the
+        # backward pass is one more forward per update.
+        ("actor_rollout_ref.model.enable_gradient_checkpointing", False),
         # Offloading pins host memory, which needs an accelerator; on CPU the weights are home already.
         ("actor_rollout_ref.actor.fsdp_config.param_offload", False),
         ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", False),

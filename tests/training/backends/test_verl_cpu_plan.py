@@ -31,6 +31,7 @@ def test_cpu_plan_composes_with_verls_config(verl_compose, make_run):
     assert actor.strategy == "fsdp2" and actor.use_torch_compile is False
     assert cfg.actor_rollout_ref.model.use_remove_padding is False
     assert cfg.trainer.device == "cpu" and cfg.trainer.use_v1 is True and cfg.trainer.n_gpus_per_node == 1
+    assert_float32_without_recompute(cfg)
     ray_init = cfg.ray_kwargs.ray_init
     assert ray_init.address == "local" and ray_init.num_gpus == 1 and ray_init.include_dashboard is False
     assert ray_init._temp_dir == ray_temp_dir(run_dir, 1) == plan.scratch_dirs[0]
@@ -39,6 +40,19 @@ def test_cpu_plan_composes_with_verls_config(verl_compose, make_run):
     assert plan.env["GLOO_SOCKET_IFNAME"] == "lo"
     assert plan.env["WORKBENCH_C10D_STORE_DIR"].startswith(ray_init._temp_dir)  # ranks meet without a socket
     assert json.loads(json.dumps(plan.to_json()))["scratch_dirs"] == plan.scratch_dirs
+
+
+def assert_float32_without_recompute(cfg) -> None:
+    """The trainer computes as the local backend does: float32 (VERL's FSDP engine autocasts to bf16 unless
+    mixed_precision says otherwise), activations kept (no gradient checkpointing)."""
+    import torch
+    from verl.utils.torch_dtypes import PrecisionType
+
+    for role in ("actor", "ref"):
+        mixed = getattr(cfg.actor_rollout_ref, role).fsdp_config.mixed_precision
+        for part in ("param", "reduce", "buffer"):
+            assert PrecisionType.to_dtype(mixed.get(f"{part}_dtype", "bf16")) == torch.float32, (role, part)
+    assert cfg.actor_rollout_ref.model.enable_gradient_checkpointing is False
 
 
 def test_each_attempt_gets_its_own_short_ray_dir(tmp_path):
