@@ -180,7 +180,7 @@ class VerlBackend:
         if resume.path and not (Path(resume.path) / "actor").is_dir():
             raise BackendError(f"resume_from {resume.path} has no actor/ folder: not a usable VERL checkpoint")
         address = job.ray_address
-        if job.nnodes > 1 and not address:
+        if job.gpus.nnodes > 1 and not address:
             raise BackendError("multi-node VERL runs are submitted to a Ray cluster: set RAY_ADDRESS "
                                "(e.g. http://head:8265) on the GPU worker", permanent=False)
         if job.use_v1 and not address and importlib.util.find_spec("transfer_queue") is None:

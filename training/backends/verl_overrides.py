@@ -60,7 +60,6 @@ class VerlJob:
     """A VERL job spec read once: the flags, the settings and the GPU split the backend plans from."""
 
     job_id: str
-    kind: str
     model: str
     teacher: str | None
     resume_from: str | None
@@ -73,14 +72,13 @@ class VerlJob:
     distill: bool  # on-policy distillation (a teacher pool)
     use_v1: bool  # VERL's V1 trainer (trainer.use_v1)
     ray_address: str | None  # an existing Ray cluster the job is submitted to; None: this worker
-    nnodes: int
     gpus: GpuPlan
     engine: str  # the rollout engine
     micro_batch_size: int | None = None
     mini_batch_size: int | None = None
 
     @classmethod
-    def from_spec(cls, spec: dict[str, Any], environ: dict[str, str] | None = None) -> VerlJob:
+    def from_spec(cls, spec: dict[str, Any]) -> VerlJob:
         """Read `spec` (job.json's plain form) once; a BackendError names what VERL cannot run."""
         kind = spec.get("kind", "grpo")
         _check_kind(spec, kind)
@@ -110,9 +108,8 @@ class VerlJob:
             raise BackendError("GRPO needs hp.group_size >= 2 (it compares samples of the same prompt)")
         loop = int(verl.get("reward_workers", 4))
         budget = values["reward_workers"]
-        environ = os.environ if environ is None else environ
         return cls(
-            job_id=str(spec.get("job_id", "")), kind=kind, model=model, teacher=(spec.get("teacher") or {}).get("path"),
+            job_id=str(spec.get("job_id", "")), model=model, teacher=(spec.get("teacher") or {}).get("path"),
             resume_from=spec.get("resume_from") or None, data=dict(spec.get("data") or {}), values=values,
             settings=table,
             reward=RewardView(job_id=str(spec.get("job_id", "")), shaping=reward.get("shaping", "raw"),
@@ -120,8 +117,8 @@ class VerlJob:
                               engine=verl.get("rollout_engine", "vllm"), workers=budget,
                               loop_workers=max(1, min(loop, int(budget))) if budget is not None else loop),
             cpu=cpu, distill=distill, use_v1=bool(values["verl.use_v1"]),
-            ray_address=verl.get("ray_address") or environ.get("RAY_ADDRESS") or None,
-            nnodes=int(verl.get("nnodes", 1)), gpus=gpus, engine=engine,
+            ray_address=verl.get("ray_address") or os.environ.get("RAY_ADDRESS") or None,
+            gpus=gpus, engine=engine,
             micro_batch_size=hp.get("micro_batch_size"), mini_batch_size=hp.get("mini_batch_size"))
 
     @property
