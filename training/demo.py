@@ -17,8 +17,7 @@ from typing import Any
 
 import torch
 
-from training.hparams import KINDS
-from training.jobconfig import base_config
+from training.hparams import KINDS, base_config
 from training.jobspec import JobSpec, ModelRef, RewardBlock, RewardComponent
 from training.models import build_tiny_model, build_tiny_reward_model, load_model_and_tokenizer
 from training.rundir import RunDir, write_atomic, write_jsonl

@@ -1,337 +1,51 @@
-"""Every hyperparameter of a job, defined once: pure Python, no Django, no torch.
+"""A job's hyperparameters: their values, from the New job form's POST to the trainers, in one module. Pure Python.
 
-One `Setting` per setting: type, default, range or choices, help, form group, the job kinds and
-backends that offer it, and how it reaches VERL. The New job form, the web app's validation,
-the presets, the local trainer's config and the VERL override list are all built from `SETTINGS`.
-
-How a setting reaches VERL (`Setting.verl`):
-- `Verl(paths)`: the value goes unchanged to each Hydra path of VERL 0.9.1's ppo_trainer.yaml;
-- `Verl(paths, convert=fn)`: `fn(value, spec)` returns the (path, value) pairs (unit changes, a
-  switch that goes with the value, nothing at all to keep VERL's default);
-- `Verl(paths, planned=True)`: several settings decide the value together (batch sizes over the
-  GPUs, the teacher's GPU pool), so `training.backends.verl_overrides` plans it.
-A setting with `app=True` is acted on by the app itself on every backend (checkpoint and rollout-store
-retention, the reward scoring budget). The run-health rules (the KL guard among them) are not settings: they
-are `training.guard_rules` declarations in the job's config. A setting without either is not offered for VERL.
+The settings (type, default, range, advice, help, group, kinds, backends, VERL keys) are the table in
+`training.settings_table`; this module does everything with a job's values, once:
+- `resolve_config(kind, preset, overrides)` layers the schema's defaults < preset < preset-for-kind (or a job's
+  stored config, `base`) < overrides, types, range-checks and advises each setting (`apply_overrides`), then runs
+  the checks between settings and against the job's inputs; it returns `(config, errors, warnings)`:
+  `config` = {"hp": {...}, "verl": {...}} (job.json's "hp" and "verl") plus what is declared per job rather than
+  set: "guard_rules" (`training.guard_rules`), "stall" and "human_eval" (read by webapp.monitoring);
+  `errors` / `warnings` = {key: message}, by setting key ("lora.rank", "guard_rules.<rule name>") or, for facts
+  about the job's inputs passed in `context`, by input name ("reward_spec", "dataset_version", "backend").
+  Overrides may be flat dotted keys, form names ("lora_rank") or nested dicts; strings (the CLI's --set) are
+  coerced by the setting's type.
+- `local_hp(kind, hp)`: a job.json's hp as the local trainer reads it, typed and checked the same way;
+  `verl_settings(spec)`: the values and VERL pairs of a job spec's settings, in one pass.
 """
 from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("grpo", "distill", "reward_model")
-POLICY_KINDS = ("grpo", "distill")
-BACKENDS = ("local", "verl")
-SECTIONS = ("hp", "verl")
-STRATEGIES = ("fsdp", "fsdp2", "megatron")
-ROLLOUT_ENGINES = ("vllm", "sglang", "hf")  # hf: the CPU rollout
-GPU_ENGINES = ("vllm", "sglang")
-# Upper bounds of what makes sense (a value above one is a typo, and would only fail later, on a worker).
-MAX_BATCH = 65_536  # prompts (or sequences) per step
-MAX_STEPS = 10_000_000
-MAX_TOKENS = 1_048_576  # the longest context of any model a job may name
-MAX_TEXT = 1000  # characters of a text setting
-# Largest LoRA rank vLLM accepts (verl/workers/rollout/vllm_rollout/utils.py: MaxLoRARanks).
-MAX_LORA_RANK = 512
-
-Pairs = list[tuple[str, Any]]
-
-
-@dataclass(frozen=True)
-class Verl:
-    paths: tuple[str, ...]
-    convert: Callable[[Any, dict], Pairs] | None = None
-    planned: bool = False
-
-
-@dataclass(frozen=True)
-class Setting:
-    key: str  # "lr", "lora.rank", "verl.rollout_engine"
-    type: str  # float | int | str | bool | choice
-    default: Any
-    label: str
-    group: str
-    help: str = ""
-    choices: tuple[str, ...] = ()
-    optional: bool = False  # None ("blank") is a valid value
-    low: float | None = None  # range; `low_open`/`high_open` exclude the bound itself
-    high: float | None = None
-    low_open: bool = False
-    high_open: bool = False
-    kinds: tuple[str, ...] = KINDS
-    local: bool = True  # the local trainer reads it
-    verl: Verl | None = None
-    app: bool = False  # acted on by the app (monitoring, queues) whatever the backend
-    advice: Callable[[Any], str | None] | None = None  # a warning for a valid but risky value (never blocks)
-
-    @property
-    def backends(self) -> tuple[str, ...]:
-        out = ("local",) if self.local or self.app else ()
-        return out + (("verl",) if self.verl is not None or self.app else ())
-
-    def offered(self, kind: str, backend: str) -> bool:
-        return kind in self.kinds and backend in self.backends
-
-    @property
-    def form_name(self) -> str:
-        return self.key.replace(".", "_")
-
-    @property
-    def section(self) -> str:
-        head = self.key.split(".", 1)[0]
-        return "verl" if head == "verl" else "hp"
-
-    @property
-    def path(self) -> list[str]:
-        parts = self.key.split(".")
-        return parts[1:] if self.section != "hp" else parts
-
-    def range_error(self, value: Any) -> str | None:
-        """The message when `value` is outside the setting's range (None and non-numbers pass)."""
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        low_bad = self.low is not None and (value <= self.low if self.low_open else value < self.low)
-        high_bad = self.high is not None and (value >= self.high if self.high_open else value > self.high)
-        if not (low_bad or high_bad):
-            return None
-        blank = " (or blank)" if self.optional else ""
-        low, high, got = _num(self.low), _num(self.high), _num(value)
-        if self.low is not None and self.high is not None:
-            if low_bad and self.low == 0 and not self.low_open:
-                return f"{self.label} cannot be negative, got {got}."
-            if self.low_open and self.high_open:
-                return f"{self.label} must be strictly between {low} and {high}{blank}, got {got}."
-            if self.low_open or self.high_open:
-                above = f"above {low}" if self.low_open else f"at least {low}"
-                below = f"below {high}" if self.high_open else f"at most {high}"
-                return f"{self.label} must be {above} and {below}{blank}, got {got}."
-            return f"{self.label} must be between {low} and {high}{blank}, got {got}."
-        if self.low is not None:
-            bound = "above" if self.low_open else "at least"
-            if self.low == 0 and not self.low_open:
-                return f"{self.label} cannot be negative, got {got}."
-            return f"{self.label} must be {bound} {low}{blank}, got {got}."
-        bound = "below" if self.high_open else "at most"
-        return f"{self.label} must be {bound} {high}{blank}, got {got}."
-
-
-def _num(x: float | None) -> str:
-    """A bound or value for people: whole numbers in full (2147483647, not 2.14748e+09)."""
-    if x is None:
-        return ""
-    if float(x).is_integer() and abs(x) < 1e16:
-        return str(int(x))
-    return f"{x:g}"
-
-
-# -- converters: form value -> VERL's (path, value) pairs ----------------------------------------------
-
-ACTOR = "actor_rollout_ref.actor"
-ROLLOUT = "actor_rollout_ref.rollout"
-MODEL = "actor_rollout_ref.model"
-
-
-def _lora_rank(rank: Any, spec: dict) -> Pairs:
-    rank = int(rank or 0)
-    if rank <= 0:
-        return []
-    if value_of(spec, "verl.strategy") == "megatron":
-        raise ValueError("LoRA names Hugging Face modules, which Megatron does not use: use FSDP/FSDP2 for LoRA")
-    if rank > MAX_LORA_RANK:
-        raise ValueError(f"hp.lora.rank={rank} is above vLLM's maximum LoRA rank ({MAX_LORA_RANK})")
-    # LoRA examples in verl: load real weights into the rollout and sync adapters layer by layer.
-    return [(f"{MODEL}.lora_rank", rank), (f"{ROLLOUT}.load_format", "safetensors"),
-            (f"{ROLLOUT}.layered_summon", True)]
-
-
-def _lora_rank_of(spec: dict) -> int:
-    return int(((spec.get("hp") or {}).get("lora") or {}).get("rank") or 0)
-
-
-def _lora_alpha(alpha: Any, spec: dict) -> Pairs:
-    return [(f"{MODEL}.lora_alpha", alpha)] if _lora_rank_of(spec) > 0 else []
-
-
-def lora_targets(targets: Any) -> str | list[str]:
-    """"all-linear" stays a string; "q_proj, v_proj" becomes ["q_proj", "v_proj"]."""
-    targets = targets or "all-linear"
-    if isinstance(targets, str) and targets != "all-linear":
-        return [t.strip() for t in targets.split(",") if t.strip()]
-    return targets
-
-
-def _lora_targets(targets: Any, spec: dict) -> Pairs:
-    return [(f"{MODEL}.target_modules", lora_targets(targets))] if _lora_rank_of(spec) > 0 else []
-
-
-def _kl_coef(kl: Any, spec: dict) -> Pairs:
-    distill = spec.get("kind") == "distill"  # the teacher replaces the reference policy
-    return [(f"{ACTOR}.use_kl_loss", float(kl) > 0 and not distill), (f"{ACTOR}.kl_loss_coef", float(kl))]
-
-
-KL_USUAL = (0.01, 0.05)
-
-
-def _kl_advice(kl: float) -> str | None:
-    if kl == 0:
-        return "KL coefficient 0: no KL term and no reference model; nothing keeps the policy near the reference, " \
-               "so reward hacking is likely."
-    low, high = KL_USUAL
-    if low <= kl <= high:
-        return None
-    risk = "the policy may drift and hack the reward" if kl < low else "learning may stall"
-    return f"KL coefficient {kl:g} is outside the usual {low:g}–{high:g}: {risk}."
-
-
-def _every(path: str) -> Callable[[Any, dict], Pairs]:
-    """0 means "never" in the form; VERL spells it -1."""
-    return lambda value, spec: [(path, int(value) if value else -1)]
-
-
-def _unless_none(path: str) -> Callable[[Any, dict], Pairs]:
-    return lambda value, spec: [] if value is None else [(path, value)]
-
-
-def _device(device: Any, spec: dict) -> Pairs:
-    return [("trainer.device", "cpu" if device == "cpu" else "cuda")]
-
-
-def _dtype(dtype: Any, spec: dict) -> Pairs:
-    return [] if dtype == "auto" else [(f"{ROLLOUT}.dtype", dtype)]
-
-
-# -- the settings ----------------------------------------------------------------------------------
-
-S = Setting
-SETTINGS: tuple[Setting, ...] = (
-    S(key="lr", type="float", default=1e-6, label="Learning rate", group="Optimisation", low=0, high=1, low_open=True,
-      high_open=True, verl=Verl((f"{ACTOR}.optim.lr",))),
-    S(key="batch_size", type="int", default=64, label="Batch size (prompts per step)", group="Optimisation",
-      help="GRPO samples group_size responses for each prompt, so a step sees batch_size × group_size sequences.",
-      low=1, high=MAX_BATCH, verl=Verl(("data.train_batch_size",), planned=True)),
-    S(key="mini_batch_size", type="int", default=None, label="Mini batch (prompts per update)", group="Optimisation",
-      help="Blank = the whole batch in one update. Must divide the batch size.", optional=True, low=1, high=MAX_BATCH,
-      verl=Verl((f"{ACTOR}.ppo_mini_batch_size",), planned=True)),
-    S(key="micro_batch_size", type="int", default=None, label="Micro batch (sequences per forward pass)",
-      group="Optimisation", help="Blank = automatic. Lower it when memory is short; on VERL it counts per GPU.",
-      optional=True, low=1, high=MAX_BATCH,
-      verl=Verl((f"{ACTOR}.ppo_micro_batch_size_per_gpu", f"{ROLLOUT}.log_prob_micro_batch_size_per_gpu",
-                 "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu"), planned=True)),
-    S(key="epochs", type="int", default=3, label="Epochs", group="Optimisation", low=1, high=10_000,
-      help="With max steps set, the data is gone through as often as the steps need (on both backends).",
-      verl=Verl(("trainer.total_epochs",), planned=True)),
-    S(key="max_steps", type="int", default=None, label="Max steps", group="Optimisation",
-      help="Blank = run all epochs.", optional=True, low=1, high=MAX_STEPS,
-      verl=Verl(("trainer.total_training_steps",), convert=_unless_none("trainer.total_training_steps"))),
-    S(key="weight_decay", type="float", default=0.0, label="Weight decay", group="Optimisation", low=0, high=1,
-      verl=Verl((f"{ACTOR}.optim.weight_decay",))),
-    S(key="warmup_steps", type="int", default=0, label="Warm-up steps", group="Optimisation",
-      help="Linear learning-rate warm-up from 0.", low=0, high=MAX_STEPS,
-      verl=Verl((f"{ACTOR}.optim.lr_warmup_steps",))),
-    S(key="grad_clip", type="float", default=1.0, label="Gradient clipping (max norm)", group="Optimisation", low=0,
-      high=1e4, low_open=True, verl=Verl((f"{ACTOR}.optim.clip_grad",))),
-    S(key="seed", type="int", default=1, label="Seed", group="Optimisation", low=0, high=2**31 - 1,
-      verl=Verl(("data.seed", f"{ROLLOUT}.seed"))),
-    S(key="max_prompt_length", type="int", default=512, label="Max prompt length (tokens)", group="Lengths",
-      help="Longer prompts are left out of training on both backends; the launch review counts them with the "
-      "model's tokenizer, and refuses a launch in which every prompt is longer.", low=1, high=MAX_TOKENS,
-      verl=Verl(("data.max_prompt_length",))),
-    S(key="overlong_prompt_warn", type="float", default=0.05, label="Warn above this share of too-long prompts",
-      group="Lengths", help="The launch review warns when more prompts than this share (0–1) are longer than the "
-      "max prompt length.", low=0, high=1, app=True),
-    S(key="max_response_length", type="int", default=1536, label="Max response length (tokens)", group="Lengths",
-      low=1, high=MAX_TOKENS, verl=Verl(("data.max_response_length",))),
-    S(key="max_seq_len", type="int", default=2048, label="Max sequence length (tokens)", group="Lengths",
-      help="Must hold max prompt length + max response length.", low=1, high=MAX_TOKENS,
-      verl=Verl((f"{ROLLOUT}.max_model_len",))),
-    S(key="group_size", type="int", default=4, label="Group size n (samples per prompt)", group="GRPO",
-      help="GRPO needs at least 2.", low=1, high=1024, kinds=("grpo",), verl=Verl((f"{ROLLOUT}.n",), planned=True)),
-    S(key="kl_coef", type="float", default=0.02, label="KL coefficient", group="GRPO",
-      help="Recommended range 0.01–0.05; 0 turns the KL term and the reference model off.", low=0, high=10,
-      kinds=("grpo",), advice=_kl_advice, verl=Verl((f"{ACTOR}.kl_loss_coef",), convert=_kl_coef)),
-    S(key="kl_loss_type", type="choice", default="low_var_kl", label="KL estimator", group="GRPO",
-      choices=("low_var_kl", "kl", "abs", "mse"), kinds=("grpo",), verl=Verl((f"{ACTOR}.kl_loss_type",))),
-    S(key="temperature", type="float", default=1.0, label="Sampling temperature", group="GRPO", low=0, high=10,
-      low_open=True, kinds=POLICY_KINDS, verl=Verl((f"{ROLLOUT}.temperature",))),
-    S(key="clip_ratio", type="float", default=0.2, label="Clip ratio", group="GRPO", low=0, high=1, low_open=True,
-      high_open=True, kinds=("grpo",), verl=Verl((f"{ACTOR}.clip_ratio_low", f"{ACTOR}.clip_ratio_high"))),
-    S(key="loss_agg_mode", type="choice", default="token-mean", label="Loss aggregation", group="GRPO",
-      choices=("token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"), kinds=("grpo",),
-      verl=Verl((f"{ACTOR}.loss_agg_mode",))),
-    S(key="entropy_coeff", type="float", default=0.0, label="Entropy bonus", group="GRPO", low=0, high=1,
-      kinds=("grpo",), verl=Verl((f"{ACTOR}.entropy_coeff",))),
-    S(key="distill_temperature", type="float", default=2.0, label="Distillation temperature T", group="Distillation",
-      low=0, high=100, low_open=True, kinds=("distill",)),
-    S(key="distill_alpha", type="float", default=0.5, label="Distillation alpha (weight of the CE term)",
-      group="Distillation", help="loss = alpha·CE + (1 − alpha)·T²·KL(teacher_T ‖ student_T)", low=0, high=1,
-      kinds=("distill",)),
-    S(key="distill_mode", type="choice", default="offline", label="Distillation mode", group="Distillation",
-      help="offline: dataset responses; on_policy: the student samples, the teacher scores (VERL needs on_policy).",
-      choices=("offline", "on_policy"), kinds=("distill",), verl=Verl(("distillation.enabled",), planned=True)),
-    S(key="distill_loss", type="choice", default="forward_kl_topk", label="On-policy distillation loss (VERL)",
-      group="Distillation", choices=("forward_kl_topk", "k3", "low_var_kl", "k2", "mse", "abs"), kinds=("distill",),
-      local=False, verl=Verl(("distillation.distillation_loss.loss_mode",))),
-    S(key="lora.rank", type="int", default=0, label="LoRA rank", group="LoRA", help="0 = full fine-tuning.", low=0,
-      high=4096, verl=Verl((f"{MODEL}.lora_rank",), convert=_lora_rank)),
-    S(key="lora.alpha", type="int", default=16, label="LoRA alpha", group="LoRA", low=0, high=65_536,
-      verl=Verl((f"{MODEL}.lora_alpha",), convert=_lora_alpha)),
-    S(key="lora.targets", type="str", default="all-linear", label="LoRA target modules", group="LoRA",
-      help="all-linear, or a comma-separated list.", verl=Verl((f"{MODEL}.target_modules",), convert=_lora_targets)),
-    S(key="save_freq", type="int", default=10, label="Save a checkpoint every N steps", group="Checkpoints",
-      help="0 = never.", low=0, high=MAX_STEPS,
-      verl=Verl(("trainer.save_freq",), convert=_every("trainer.save_freq"))),
-    S(key="test_freq", type="int", default=5, label="Validate every N steps", group="Checkpoints", help="0 = never.",
-      low=0, high=MAX_STEPS, verl=Verl(("trainer.test_freq",), convert=_every("trainer.test_freq"))),
-    S(key="keep_last_k", type="int", default=3, label="Keep the last K checkpoints", group="Checkpoints",
-      help="Blank = keep all.", optional=True, low=1, high=10_000, app=True),
-    S(key="rollout_keep_last", type="int", default=50, label="Rollout store: keep the last N steps",
-      group="Rollout store",
-      help="Every step's samples are kept for browsing and re-scoring; older ones are pruned. Blank = keep all.",
-      optional=True, low=1, high=MAX_STEPS, kinds=POLICY_KINDS, app=True),
-    S(key="rollout_keep_every", type="int", default=10, label="Rollout store: and every k-th older step",
-      group="Rollout store", help="Blank = none of the older steps.", optional=True, low=1, high=MAX_STEPS,
-      kinds=POLICY_KINDS, app=True),
-    S(key="rollout_max_mb", type="float", default=512.0, label="Rollout store: at most (MB)", group="Rollout store",
-      help="The oldest kept steps go first when the store is larger; the newest step always stays. Blank = no cap.",
-      optional=True, low=0, high=1_048_576, low_open=True, kinds=POLICY_KINDS, app=True),
-    S(key="device", type="choice", default="auto", label="Device", group="Runtime",
-      help="VERL on cpu: FSDP2 with the CPU rollout (hf).", choices=("auto", "cpu", "cuda"),
-      verl=Verl(("trainer.device",), convert=_device)),
-    S(key="dtype", type="choice", default="auto", label="Precision", group="Runtime",
-      help="auto: float32 on CPU, bfloat16 on GPUs.", choices=("auto", "float32", "bfloat16"),
-      verl=Verl((f"{ROLLOUT}.dtype",), convert=_dtype)),
-    S(key="reward_workers", type="int", default=None, label="Reward scoring processes", group="Runtime",
-      help="Sandboxes that score a batch's rewards at once: the job's CPU budget for reward code. Blank = min(CPU "
-      "cores, 4). On VERL they are shared out over VERL's reward workers (at most 4, one sandbox each or more).",
-      optional=True, low=1, high=64, kinds=POLICY_KINDS, app=True),
-    S(key="verl.strategy", type="choice", default="fsdp", label="Training strategy", group="VERL",
-      help="FSDP or FSDP2 on GPUs or CPU (CPU: FSDP2); Megatron needs GPUs.", choices=STRATEGIES, kinds=POLICY_KINDS,
-      local=False, verl=Verl((f"{ACTOR}.strategy",))),
-    S(key="verl.rollout_engine", type="choice", default="vllm", label="Rollout engine", group="VERL",
-      help="vLLM or SGLang on GPU workers; hf is the CPU rollout (device cpu).", choices=ROLLOUT_ENGINES,
-      kinds=POLICY_KINDS, local=False, verl=Verl((f"{ROLLOUT}.name",))),
-    S(key="verl.n_gpus_per_node", type="int", default=1, label="GPUs per node", group="VERL", low=1, high=64,
-      kinds=POLICY_KINDS, local=False, verl=Verl(("trainer.n_gpus_per_node",), planned=True)),
-    S(key="verl.nnodes", type="int", default=1, label="Nodes", group="VERL",
-      help="More than 1 submits to the Ray cluster at RAY_ADDRESS.", low=1, high=1024, kinds=POLICY_KINDS,
-      local=False, verl=Verl(("trainer.nnodes",), planned=True)),
-    S(key="verl.tensor_model_parallel_size", type="int", default=1, label="Rollout tensor parallel size",
-      group="VERL", low=1, high=64, kinds=POLICY_KINDS, local=False,
-      verl=Verl((f"{ROLLOUT}.tensor_model_parallel_size",))),
-    S(key="verl.gpu_memory_utilization", type="float", default=0.4, label="Rollout GPU memory fraction", group="VERL",
-      low=0, high=1, low_open=True, kinds=POLICY_KINDS, local=False,
-      verl=Verl((f"{ROLLOUT}.gpu_memory_utilization",))),
-    # VERL 0.9's default trainer; VERL says it will remove the legacy one, which stays a choice until then.
-    S(key="verl.use_v1", type="bool", default=True, label="VERL V1 trainer", group="VERL",
-      help="VERL's default trainer. Untick for VERL's legacy trainer (deprecated by VERL).",
-      kinds=POLICY_KINDS, local=False, verl=Verl(("trainer.use_v1",))),
+from training.guard_rules import BRANCH, RESTORE, RuleConfigError, parse_rules
+from training.hparams_verl import check_verl
+from training.jobconfig import check_human_eval
+from training.presets import PRESETS
+from training.settings_table import (
+    BACKENDS,
+    BY_FORM_NAME,
+    BY_KEY,
+    KINDS,
+    MAX_LORA_RANK,
+    MAX_TEXT,
+    POLICY_KINDS,
+    ROLLOUT_ENGINES,
+    SECTIONS,
+    SETTINGS,
+    Pairs,
+    Setting,
+    defaults,
 )
-BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
-BY_FORM_NAME: dict[str, Setting] = {s.form_name: s for s in SETTINGS}
+from training.stall import StallConfig, StallConfigError
 
+__all__ = ["BACKENDS", "BY_FORM_NAME", "BY_KEY", "KINDS", "MAX_LORA_RANK", "POLICY_KINDS", "PRESETS", "ROLLOUT_ENGINES",
+           "SECTIONS", "SETTINGS", "Setting", "defaults"]  # the table's names, for those who read a job's values
+
+
+# -- reading and writing a setting in a config ({"hp": {...}, "verl": {...}}) -------------------------------
 
 def get_in(section: dict, path: list[str]) -> Any:
     for p in path[:-1]:
@@ -360,17 +74,22 @@ def value_of(config: dict, key: str) -> Any:
     return get_in(section, s.path) if has_in(section, s.path) else copy.deepcopy(s.default)
 
 
-def defaults(section: str) -> dict[str, Any]:
-    """The defaults of one section, nested like job.json ("lora" is a dict in "hp")."""
-    out: dict[str, Any] = {}
-    for s in SETTINGS:
-        if s.section == section:
-            set_in(out, s.path, copy.deepcopy(s.default))
-    return out
-
 
 def default_config() -> dict[str, dict[str, Any]]:
     return {section: defaults(section) for section in SECTIONS}
+
+
+def verl_settings(spec: dict) -> tuple[dict[str, Any], tuple[tuple[Setting, Any, Pairs], ...]]:
+    """One pass over a job spec for VERL: each setting's value by key (its default when absent), and each setting VERL
+    takes for the spec's kind with its value and the (Hydra path, value) pairs it adds (none if planned; ValueError)."""
+    values, kind, table = {s.key: value_of(spec, s.key) for s in SETTINGS}, spec.get("kind", "grpo"), []
+    for s in SETTINGS:
+        if s.verl is None or not s.offered(kind, "verl"):
+            continue
+        m, value = s.verl, values[s.key]
+        pairs = [] if m.planned else m.convert(value, spec) if m.convert else [(p, value) for p in m.paths]
+        table.append((s, value, pairs))
+    return values, tuple(table)
 
 
 def settings_for(kind: str, backend: str) -> list[Setting]:
@@ -403,11 +122,11 @@ def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend:
         if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
             continue
         value = value_of(config, s.key)
-        message = s.range_error(value)
+        message = range_error(s, value)
         if message:
             errors.setdefault(s.key, message)
-        elif s.advice is not None and warnings is not None and value is not None:
-            note = s.advice(value)
+        elif warnings is not None:
+            note = advice_note(s, value)
             if note:
                 warnings[s.key] = note
 
@@ -428,7 +147,7 @@ def parse_section(raw: dict | None, settings: tuple[Setting, ...],
             errors[s.key] = str(exc)
         set_in(out, s.path, value)
     for s in settings if kind is not None else ():
-        message = None if s.key in errors or kind not in s.kinds else s.range_error(get_in(out, s.path))
+        message = None if s.key in errors or kind not in s.kinds else range_error(s, get_in(out, s.path))
         if message:
             errors[s.key] = message
     return out, errors
@@ -485,14 +204,296 @@ def _coerce_number(value: Any, whole: bool) -> int | float:
     return int(number)
 
 
-def verl_settings(spec: dict) -> tuple[dict[str, Any], tuple[tuple[Setting, Any, Pairs], ...]]:
-    """One pass over a job spec for VERL: each setting's value by key (its default when absent), and each setting VERL
-    takes for the spec's kind with its value and the (Hydra path, value) pairs it adds (none if planned; ValueError)."""
-    values, kind, table = {s.key: value_of(spec, s.key) for s in SETTINGS}, spec.get("kind", "grpo"), []
+
+
+# -- one setting's value: range and advice ------------------------------------------------------------------
+
+def range_error(s: Setting, value: Any) -> str | None:
+    """The message when `value` is outside the setting's range (None and non-numbers pass)."""
+    if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    low_bad = s.low is not None and (value <= s.low if s.low_open else value < s.low)
+    high_bad = s.high is not None and (value >= s.high if s.high_open else value > s.high)
+    if not (low_bad or high_bad):
+        return None
+    blank = " (or blank)" if s.optional else ""
+    low, high, got = _num(s.low), _num(s.high), _num(value)
+    if s.low is not None and s.high is not None:
+        if low_bad and s.low == 0 and not s.low_open:
+            return f"{s.label} cannot be negative, got {got}."
+        if s.low_open and s.high_open:
+            return f"{s.label} must be strictly between {low} and {high}{blank}, got {got}."
+        if s.low_open or s.high_open:
+            above = f"above {low}" if s.low_open else f"at least {low}"
+            below = f"below {high}" if s.high_open else f"at most {high}"
+            return f"{s.label} must be {above} and {below}{blank}, got {got}."
+        return f"{s.label} must be between {low} and {high}{blank}, got {got}."
+    if s.low is not None:
+        bound = "above" if s.low_open else "at least"
+        if s.low == 0 and not s.low_open:
+            return f"{s.label} cannot be negative, got {got}."
+        return f"{s.label} must be {bound} {low}{blank}, got {got}."
+    bound = "below" if s.high_open else "at most"
+    return f"{s.label} must be {bound} {high}{blank}, got {got}."
+
+
+def _num(x: float | None) -> str:
+    """A bound or value for people: whole numbers in full (2147483647, not 2.14748e+09)."""
+    if x is None:
+        return ""
+    if float(x).is_integer() and abs(x) < 1e16:
+        return str(int(x))
+    return f"{x:g}"
+
+
+
+def advice_note(s: Setting, value: Any) -> str | None:
+    """The setting's warning for a valid but risky value (its `Advice`), or None."""
+    a = s.advice
+    if a is None or value is None:
+        return None
+    if value == 0:
+        return f"{s.label} 0: {a.zero}"
+    low, high = a.usual
+    if low <= value <= high:
+        return None
+    return f"{s.label} {value:g} is outside the usual {low:g}–{high:g}: {a.below if value < low else a.above}."
+
+
+# -- a job's config: presets, stored config, overrides, the checks between settings --------------------------
+
+def flatten_overrides(overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """{"lora": {"rank": 8}, "verl": {...}, "hp": {...}, "lora_rank": 8} -> {"lora.rank": 8, ...}."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and prefix not in BY_KEY:
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v)
+        else:
+            flat[prefix] = value
+
+    for key, value in (overrides or {}).items():
+        key = str(key)
+        if key == "hp" and isinstance(value, dict):
+            walk("", value)
+        elif key.startswith("hp."):
+            walk(key[3:], value)
+        elif key in BY_FORM_NAME and key not in BY_KEY:
+            flat[BY_FORM_NAME[key].key] = value
+        else:
+            walk(key, value)
+    return flat
+
+
+def base_config(kind: str, preset: str) -> dict[str, Any]:
+    """The schema's defaults < preset < preset-for-kind (no validation)."""
+    config = default_config()
+    p = PRESETS.get(preset)
+    if p is None:
+        return config
+    for layer in (p.get("hp") or {}, (p.get("kinds") or {}).get(kind) or {}):
+        for k, v in layer.items():
+            config["hp"][k] = copy.deepcopy(v)
+    config["verl"].update(copy.deepcopy(p.get("verl") or {}))
+    for key in ("guard_rules", "stall", "human_eval"):
+        # A preset's health rules watch GRPO's metrics (KL to the reference, tied groups): GRPO jobs only.
+        if p.get(key) and (key != "guard_rules" or kind == "grpo"):
+            config[key] = copy.deepcopy(p[key])
+    return config
+
+
+def _stored_config(stored: dict) -> dict[str, Any]:
+    """A job's stored config over the schema's defaults (settings added since it was saved get theirs)."""
+    config = default_config()
     for s in SETTINGS:
-        if s.verl is None or not s.offered(kind, "verl"):
-            continue
-        m, value = s.verl, values[s.key]
-        pairs = [] if m.planned else m.convert(value, spec) if m.convert else [(p, value) for p in m.paths]
-        table.append((s, value, pairs))
-    return values, tuple(table)
+        section = stored.get(s.section) or {}
+        if has_in(section, s.path):
+            set_in(config[s.section], s.path, copy.deepcopy(value_of(stored, s.key)))
+    for section in SECTIONS:  # keep what is not a setting (e.g. a key an older app wrote)
+        for k, v in (stored.get(section) or {}).items():
+            config[section].setdefault(k, copy.deepcopy(v))
+    for key in ("guard_rules", "stall", "human_eval"):  # run health, declared per job (not settings)
+        if stored.get(key):
+            config[key] = copy.deepcopy(stored[key])
+    return config
+
+
+def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = None, *, backend: str = "local",
+                   context: dict[str, Any] | None = None,
+                   base: dict | None = None) -> tuple[dict, dict[str, str], dict[str, str]]:
+    """Return (config, errors, warnings); see the module docstring.
+
+    `base` (a job's stored config) replaces the preset as the starting point: resume, rollback and
+    clone keep the job's settings plus the given edits.
+    `context` carries facts about the job's inputs (all optional): has_reward, has_teacher,
+    dataset_kind ("prompts" | "preference"), n_train_rows, n_val_rows, model_is_hub,
+    model_context_length (the base model's max_position_embeddings). How the prompts fit the lengths is
+    the launch's length pre-flight (training/length_preflight.py).
+    """
+    errors: dict[str, str] = {}
+    warnings: dict[str, str] = {}
+    ctx = context or {}
+    if kind not in KINDS:
+        errors["kind"] = f"Choose a job kind: {', '.join(KINDS)}."
+    if backend not in BACKENDS:
+        errors["backend"] = f"Choose a backend: {', '.join(BACKENDS)}."
+    if preset not in PRESETS:
+        errors["preset"] = f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}."
+    config = _stored_config(base) if base is not None else base_config(kind, preset)
+    overrides = dict(overrides or {})
+    if "guard_rules" in overrides:  # a list of rules, not a setting: it replaces the preset's
+        config["guard_rules"] = copy.deepcopy(overrides.pop("guard_rules")) or []
+    if "stall" in overrides:  # the stall-detection block: {"after_s" | "factor", "floor_s", "action", ...}
+        config["stall"] = copy.deepcopy(overrides.pop("stall")) or {}
+    if "human_eval" in overrides:  # the periodic human-evaluation schedule: {"every": N, ...} or {} (off)
+        config["human_eval"] = copy.deepcopy(overrides.pop("human_eval")) or {}
+    if config.get("human_eval"):
+        problem = check_human_eval(config["human_eval"])
+        if problem:
+            errors["human_eval"] = f"Human evaluation schedule: {problem}."
+    if config.get("stall"):
+        try:
+            StallConfig.from_dict(config["stall"])
+        except StallConfigError as exc:
+            errors["stall"] = f"Stall detection: {exc}."
+    # typed, range-checked and advised by the schema, once
+    apply_overrides(config, flatten_overrides(overrides), kind, backend, errors, warnings)
+    _check_rules(config, errors)
+    _check_between(kind, backend, config, errors, warnings)
+    _check_context(kind, backend, config, ctx, errors, warnings)
+    return config, errors, warnings
+
+
+def _err(errors: dict, key: str, message: str) -> None:
+    errors.setdefault(key, message)
+
+
+LOCAL_SETTINGS = tuple(s for s in SETTINGS if s.section == "hp" and s.local)
+
+
+def local_hp(kind: str, raw: dict | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A job.json's hp for the local trainer, checked as the New job form checks it, in one pass: every local
+    setting typed and range-checked by the schema (its default when absent: a job.json of an older app), then
+    the checks between settings. Returns (hp, errors by key); keys of the other backend are left out."""
+    hp, errors = parse_section(raw, LOCAL_SETTINGS, kind)
+    if not errors:
+        _check_between(kind, "local", {"hp": hp, "verl": {}}, errors, {})
+    return hp, errors
+
+
+def _check_between(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
+    """The checks between settings; a check that reads a value already refused (in `errors`) is skipped."""
+    hp, verl = config["hp"], config["verl"]
+    bad = set(errors)
+
+    def ok(*keys: str) -> bool:  # skip checks that depend on a value already refused
+        return not (bad & set(keys))
+
+    if kind == "grpo":
+        _check_grpo(hp, errors, ok)
+    if ok("max_prompt_length", "max_response_length", "max_seq_len") and \
+            hp["max_prompt_length"] + hp["max_response_length"] > hp["max_seq_len"]:
+        _err(errors, "max_seq_len",
+             f"Max sequence length {hp['max_seq_len']} cannot hold max prompt length {hp['max_prompt_length']} "
+             f"+ max response length {hp['max_response_length']} = "
+             f"{hp['max_prompt_length'] + hp['max_response_length']}.")
+    lora = hp.get("lora") or {}
+    if ok("lora.alpha", "lora.rank") and lora.get("rank", 0) > 0 and lora.get("alpha", 0) <= 0:
+        _err(errors, "lora.alpha", "LoRA alpha must be above 0.")
+    if ok("lora.targets") and lora.get("rank", 0) > 0 and not str(lora.get("targets", "")).strip():
+        _err(errors, "lora.targets", "Name the LoRA target modules (or all-linear).")
+    _check_batches(kind, backend, hp, verl, errors, ok)
+    if backend == "verl":
+        check_verl(kind, hp, verl, errors, warnings, ok)
+
+
+def _check_rules(config: dict, errors: dict) -> None:
+    """The run-health rules, in one place (training.guard_rules); a rule that restores or branches needs
+    checkpoints. Errors are keyed "guard_rules.<rule>" when they name one rule, else "guard_rules"."""
+    if not config.get("guard_rules"):
+        return
+    try:
+        rules = parse_rules(config["guard_rules"])
+    except RuleConfigError as exc:
+        errors["guard_rules"] = f"Guard rules: {exc}."
+        return
+    for rule in rules:
+        if rule.enabled and rule.action in (RESTORE, BRANCH) and not config["hp"].get("save_freq"):
+            _err(errors, f"guard_rules.{rule.name}", f"Rule {rule.name} would {rule.action} a checkpoint, but this "
+                                                     "run saves none: set a save frequency, or choose warn or stop.")
+
+
+def _check_grpo(hp: dict, errors: dict, ok) -> None:
+    if ok("group_size") and hp["group_size"] < 2:
+        _err(errors, "group_size", "GRPO needs a group size n of at least 2 (it compares the samples of one prompt), "
+                                   f"got {hp['group_size']}.")
+
+
+def _check_batches(kind: str, backend: str, hp: dict, verl: dict, errors: dict, ok) -> None:
+    if not ok("batch_size", "group_size", "mini_batch_size", "micro_batch_size", "verl.n_gpus_per_node",
+              "verl.nnodes"):
+        return
+    batch = hp["batch_size"]
+    group = hp["group_size"] if kind == "grpo" else 1
+    mini = hp.get("mini_batch_size") or batch
+    micro = hp.get("micro_batch_size")
+    if mini > batch:
+        _err(errors, "mini_batch_size", f"The mini batch ({mini}) cannot be larger than the batch ({batch}).")
+        return
+    if batch % mini:
+        _err(errors, "batch_size", f"Batch size {batch} is not divisible by the mini batch {mini}.")
+        return
+    gpus = 1
+    if backend == "verl" and hp.get("device") != "cpu":
+        gpus = max(1, verl["n_gpus_per_node"]) * max(1, verl["nnodes"])
+        if kind == "distill" and hp.get("distill_mode") == "on_policy" and verl["n_gpus_per_node"] >= 2:
+            gpus = (verl["n_gpus_per_node"] - max(1, verl["n_gpus_per_node"] // 2)) * verl["nnodes"]
+        if (batch * group) % gpus:
+            _err(errors, "batch_size", f"Batch size × group size = {batch * group} sequences cannot be split evenly "
+                                       f"over {gpus} GPU(s).")
+            return
+        if (mini * group) % gpus:
+            _err(errors, "mini_batch_size", f"Mini batch × group size = {mini * group} sequences cannot be split "
+                                            f"evenly over {gpus} GPU(s).")
+            return
+    per_update = mini * group // gpus
+    if micro is not None and per_update % micro:
+        unit = "per GPU " if gpus > 1 else ""
+        _err(errors, "micro_batch_size",
+             f"Each update holds {per_update} sequences {unit}(mini batch {mini} × group size {group}"
+             f"{f' / {gpus} GPUs' if gpus > 1 else ''}), which is not divisible by the micro batch {micro}.")
+
+
+def _check_context(kind: str, backend: str, config: dict, ctx: dict, errors: dict, warnings: dict) -> None:
+    hp = config["hp"]
+    if kind == "grpo" and ctx.get("has_reward") is False:
+        _err(errors, "reward_spec", "GRPO needs a reward: pick at least one reward function or reward model.")
+    if kind == "distill" and ctx.get("has_teacher") is False:
+        _err(errors, "teacher_model", "Distillation needs a teacher model.")
+    dkind = ctx.get("dataset_kind")
+    if dkind:
+        if kind == "grpo" and dkind != "prompts":
+            _err(errors, "dataset_version", "GRPO trains on verifiable prompts; this dataset holds preference pairs.")
+        if kind == "reward_model" and dkind != "preference":
+            _err(errors, "dataset_version", "A reward model trains on preference pairs; this dataset holds prompts.")
+    n_train = ctx.get("n_train_rows")
+    if n_train is not None:
+        if n_train == 0:
+            _err(errors, "dataset_version", "No training rows are left after review filtering: "
+                                            "review more pairs or include unreviewed ones.")
+        elif "batch_size" not in errors and hp["batch_size"] > n_train:
+            warnings["batch_size"] = (f"Batch size {hp['batch_size']} is larger than the {n_train} training rows; "
+                                      f"the trainer lowers it to {n_train} (one step per epoch).")
+    if backend == "verl" and ctx.get("n_val_rows") == 0:
+        _err(errors, "dataset_version", "VERL needs validation rows: this dataset version has none.")
+    limit = ctx.get("model_context_length")
+    if limit and "max_seq_len" not in errors and hp["max_seq_len"] > limit:
+        _err(errors, "max_seq_len", f"Max sequence length {hp['max_seq_len']} is longer than the model's context "
+                                    f"({limit} tokens, max_position_embeddings in its config.json).")
+    if ctx.get("model_is_hub"):
+        if backend == "local":
+            _err(errors, "base_model", "A hub model needs a GPU worker with hub access (VERL backend); the local "
+                                       "backend runs offline from a registered folder.")
+        else:
+            warnings["base_model"] = "This is a hub id: only GPU workers with hub access can load it."

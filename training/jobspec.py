@@ -199,7 +199,7 @@ def read_spec(run_dir: str | Path, hp_check: HpCheck | None = None) -> JobSpec:
     """Read and check `<run_dir>/job.json`; JobSpecError says what is wrong with it.
 
     `hp_check(kind, hp) -> (hp, errors)` types and checks the hyperparameters as a backend reads them (the local
-    trainer passes `training.jobconfig.local_hp`, the New job form's checks); the first error is refused as
+    trainer passes `training.hparams.local_hp`, the New job form's checks); the first error is refused as
     "hp.<key>: <message>" and the spec holds the checked values."""
     path = RunDir(run_dir).job_spec
     try:

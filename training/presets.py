@@ -1,7 +1,7 @@
 """Launch presets: pure data, no Django, no torch.
 
 A preset is a starting point for the launch form: it names values of settings defined in
-`training.hparams` (the defaults come from there), and the user's own edits replace the preset.
+`training.settings_table` (the defaults come from there), and the user's own edits replace the preset.
 `kinds` holds per-kind values (e.g. the demo's GRPO and distillation steps differ). `demo-cpu` is
 also what `training.demo` writes into a demo run directory.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training.hparams import defaults
+from training.settings_table import defaults
 
 # The schema's defaults, by section (every preset starts from these).
 DEFAULT_HP: dict[str, Any] = defaults("hp")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from training import wordproblems
-from training.jobconfig import resolve_config
+from training.hparams import resolve_config
 from training.jobspec import DataFiles, JobSpec, ModelRef, RewardBlock, RewardComponent
 from training.reward_templates import get_template
 from training.rundir import RunDir, write_atomic, write_jsonl

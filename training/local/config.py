@@ -2,7 +2,7 @@
 
 The hyperparameters are the schema's (`training.hparams`): every setting the local backend reads
 (`Setting.local`), its default, type, choices and range from there, and the checks between settings
-from `training.jobconfig.local_hp` — the same ones the New job form runs. Nothing here lists or
+from `training.hparams.local_hp` — the same ones the New job form runs. Nothing here lists or
 coerces a setting by hand.
 """
 from __future__ import annotations
@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from training import hparams
-from training.jobconfig import LOCAL_SETTINGS, local_hp
+from training.hparams import LOCAL_SETTINGS, local_hp
 from training.jobspec import JobSpecError, read_spec
 
 KINDS = hparams.KINDS

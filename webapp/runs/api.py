@@ -6,7 +6,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from training import jobconfig as cfg
+from training import hparams as cfg
 from training.presets import DEFAULT_PRESET
 from training.reward_mix import SHAPINGS
 from webapp.core import jsonsafe

@@ -5,7 +5,7 @@ from typing import Any
 
 from django import forms
 
-from training import jobconfig as cfg
+from training import hparams as cfg
 from training.guard_rules import ACTIONS, BUILTIN, KL_RULE, Rule, RuleConfigError, describe, parse_rules
 from training.presets import DEFAULT_PRESET, PRESETS, preset_choices
 from webapp.core.text import count
@@ -98,7 +98,7 @@ def settings_initial(config: dict) -> dict[str, Any]:
     """Form initial values for every setting (and the built-in health rules) from a resolved config."""
     out = {}
     for s in cfg.SETTINGS:
-        value = cfg.get_value(config, s.key)
+        value = cfg.value_of(config, s.key)
         out[s.form_name] = ("" if value is None else value)
     return {**out, **rules_initial(config), **human_eval_initial(config)}
 

@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from training import jobconfig as cfg
+from training import hparams as cfg
 from training.rundir import RunDir
 from webapp.core.access import project_access
 from webapp.core.forms import apply_error

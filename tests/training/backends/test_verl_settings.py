@@ -21,7 +21,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from training import hparams  # noqa: E402
 from training.backends.verl_overrides import build_overrides  # noqa: E402
 from training.backends.verl_plan import Resume, VerlPaths  # noqa: E402
-from training.jobconfig import resolve_config  # noqa: E402
+from training.hparams import resolve_config  # noqa: E402
 
 # value posted by the form, plus the other settings it needs to be valid
 CASES: dict[str, tuple[str, dict[str, Any]]] = {

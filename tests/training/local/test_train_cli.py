@@ -23,7 +23,7 @@ def _edit(run: Path, **hp) -> Path:
 
 
 @pytest.mark.parametrize("hp,message", [
-    # the New job form's own messages (training.jobconfig.local_hp), prefixed with the hp key
+    # the New job form's own messages (training.hparams.local_hp), prefixed with the hp key
     ({"group_size": 1}, "hp.group_size: GRPO needs a group size n of at least 2"),
     ({"micro_batch_size": 5}, "hp.micro_batch_size: Each update holds 128 sequences"),
     ({"max_prompt_length": 10, "max_response_length": 10, "max_seq_len": 16}, "hp.max_seq_len: Max sequence length 16 "

@@ -67,7 +67,7 @@ def field_groups(project) -> list[tuple[str, str, list[str], dict]]:
 
 @pytest.fixture
 def base(project, prompts_version, tiny_model, teacher_model, reward_fn):
-    from training.jobconfig import base_config
+    from training.hparams import base_config
     from webapp.runs.forms import settings_initial
 
     def data(kind: str, backend: str) -> dict:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from training import jobconfig as cfg
+from training import hparams as cfg
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.services.model_fit import fit_lengths, model_fit
 
@@ -23,7 +23,7 @@ def model(project, tmp_path, name, parameters, context):
 
 def form_values(kind, preset, **changed):
     config = cfg.base_config(kind, preset)
-    values = {s.form_name: cfg.get_value(config, s.key) for s in cfg.SETTINGS}
+    values = {s.form_name: cfg.value_of(config, s.key) for s in cfg.SETTINGS}
     return {k: "" if v is None else str(v) for k, v in {**values, **changed}.items()}
 
 

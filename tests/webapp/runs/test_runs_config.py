@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import pytest
 
-from training.jobconfig import (
+from training.hparams import (
     BY_KEY,
     SETTINGS,
     base_config,
     flatten_overrides,
-    parse_set_args,
     resolve_config,
 )
+from training.jobconfig import parse_set_args
 from training.presets import DEFAULT_HP, PRESETS
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from training.guard_rules import kl_rule, parse_rules
-from training.jobconfig import PRESETS, resolve_config
+from training.hparams import PRESETS, resolve_config
 
 
 @pytest.mark.parametrize("preset", [n for n, p in PRESETS.items() if p["backend"] == "verl"])

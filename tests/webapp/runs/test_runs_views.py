@@ -18,7 +18,7 @@ def job(project, engineer, prompts_version, tiny_model, reward_spec, no_enqueue)
 
 
 def form_data(version, model, reward_fn, **extra):
-    from training.jobconfig import base_config
+    from training.hparams import base_config
     from webapp.runs.forms import settings_initial
 
     data = {k: ("" if v is None else v) for k, v in settings_initial(base_config("grpo", "demo-cpu")).items()}
@@ -88,7 +88,7 @@ def test_missing_reward_is_shown_on_the_reward_widget(project, engineer, as_user
 
 def test_a_launch_is_planned_once_and_its_reward_spec_validated_once(project, engineer, as_user, prompts_version,
                                                                       tiny_model, reward_fn, no_enqueue, monkeypatch):
-    from training import jobconfig as config
+    from training import hparams as config
     from webapp.runs.services import spec
 
     calls = {"plans": 0, "reward_checks": 0}
@@ -294,7 +294,8 @@ def test_the_forms_human_evaluation_schedule_reaches_the_config(project, enginee
 
 
 def test_check_human_eval_schedule():
-    from training.jobconfig import check_human_eval, resolve_config
+    from training.hparams import resolve_config
+    from training.jobconfig import check_human_eval
 
     assert check_human_eval({"every": 2, "against": "previous", "items": 5, "reward_rise": 0}) is None
     assert "every" in check_human_eval({"every": 0})

@@ -54,7 +54,7 @@ def seed() -> str:
 
 
 def test_one_command_brings_the_model_the_problems_and_the_rewards(cached_builds, django_capture_on_commit_callbacks):
-    from training.jobconfig import resolve_config
+    from training.hparams import resolve_config
     from webapp.runs.services.spec import plan_job
 
     with django_capture_on_commit_callbacks():

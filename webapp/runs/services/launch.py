@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from training import jobconfig as cfg
+from training import hparams as cfg
 from training.rundir import RunDir, claim_run_dir, write_atomic, write_json, write_jsonl
 from webapp.core.audit import audit
 from webapp.core.queue import LAUNCH_JOB, enqueue
@@ -399,7 +399,7 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
                         check_probes=False)
         if plan.errors:
             raise JobValidationError(plan.errors, plan.warnings)
-        before = {k: cfg.get_value(job.config, k) for k in cfg.flatten_overrides(hp_overrides) if k in cfg.BY_KEY}
+        before = {k: cfg.value_of(job.config, k) for k in cfg.flatten_overrides(hp_overrides) if k in cfg.BY_KEY}
         job.config = {**job.config, **{k: plan.config[k] for k in ("hp", "verl")}}
         _event(job, "config", f"settings changed for {reason}", actor=user, before=before,
                after=cfg.flatten_overrides(hp_overrides))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from training import jobconfig as cfg
+from training import hparams as cfg
 from training.presets import MODEL_SETTINGS, PRESETS, made_for, preset_for
 from webapp.registry.models import ModelEntry
 from webapp.registry.services import count_parameters
@@ -28,7 +28,7 @@ def _same(a: Any, b: Any) -> bool:
 
 def _preset_values(kind: str, preset: str) -> dict[str, Any]:
     config = cfg.base_config(kind, preset)
-    return {key: cfg.get_value(config, key) for key in MODEL_SETTINGS}
+    return {key: cfg.value_of(config, key) for key in MODEL_SETTINGS}
 
 
 def model_parameters(model: ModelEntry) -> int | None:

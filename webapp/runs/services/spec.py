@@ -12,7 +12,8 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Max
 
-from training import jobconfig as cfg
+from training import hparams as cfg
+from training.jobconfig import to_yaml
 from training.jobspec import JobSpec, write_spec
 from training.length_preflight import LENGTH_SETTINGS
 from training.length_preflight import check as preflight_check
@@ -218,10 +219,10 @@ WEB_APP_SETTINGS = ("human_eval",)
 def spec_yaml(spec: dict[str, Any], config: dict[str, Any]) -> str:
     """job.json as YAML, then what the web app runs beside the trainer (periodic human evaluation), so that a
     review shows every setting of the job."""
-    text = cfg.to_yaml(spec)
+    text = to_yaml(spec)
     extra = {k: config[k] for k in WEB_APP_SETTINGS if (config or {}).get(k)}
     if extra:
-        text += "# run by the web app beside the trainer (not in job.json):\n" + cfg.to_yaml(extra)
+        text += "# run by the web app beside the trainer (not in job.json):\n" + to_yaml(extra)
     return text
 
 

@@ -6,7 +6,8 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from training import jobconfig as cfg
+from training import hparams as cfg
+from training.jobconfig import parse_set_args
 from training.reward_mix import SHAPINGS
 from webapp.core.commands import command_engineer
 from webapp.core.models import Project
@@ -53,7 +54,7 @@ class Command(BaseCommand):
             raise CommandError(f"No project {o['project']!r}.")
         user = command_engineer(o["user"], project)
         try:
-            overrides = cfg.parse_set_args(o["set_items"])
+            overrides = parse_set_args(o["set_items"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         data = {"kind": o["kind"], "preset": o["preset"],
