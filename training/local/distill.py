@@ -14,7 +14,7 @@ import torch
 from training.local.common import position_ids, rollout
 from training.local.config import Job, JobError
 from training.local.data import fit_prompts, read_jsonl, render_response
-from training.local.loop import Runtime, make_optimizer, optimizer_step
+from training.local.loop import Runtime, optimizer_step
 from training.local.validation import greedy_responses, needs_base_references, reference_texts, validate_generation
 from training.reward_client import RewardScorer
 
@@ -53,12 +53,11 @@ class DistillTrainer:
     def __init__(self, job: Job, scorer: RewardScorer | None) -> None:
         self.job, self.hp, self.scorer = job, job.hp, scorer
         self.rt = Runtime(job)
-        self.model, self.tok = self.rt.load_policy()
+        self.model, self.tok, self.optimizer, self.scheduler = self.rt.load_trainable()
         self.rt.check_context(self.model, self.hp.max_prompt_length + self.hp.max_response_length)
         self.teacher, t_tok = self.rt.load_frozen(job.teacher_path)  # type: ignore[arg-type]
         if t_tok.get_vocab() != self.tok.get_vocab():
             raise JobError("teacher and student tokenizers differ: distillation needs the same vocabulary")
-        self.optimizer, self.scheduler = make_optimizer(self.model, self.hp)
         self.rows, self.prompts = fit_prompts(read_jsonl(job.train_path), self.tok, self.hp.max_prompt_length,
                                               job.train_path.name)
         val_rows = read_jsonl(job.val_path) if job.val_path else []

@@ -23,7 +23,7 @@ from training.local.common import Rollout, masked_mean, rollout, token_logprobs
 from training.local.config import Job
 from training.local.data import fit_prompts, read_jsonl
 from training.local.grpo_rows import rollout_rows
-from training.local.loop import Runtime, make_optimizer, optimizer_step
+from training.local.loop import Runtime, optimizer_step
 from training.local.token_stats import probs_diff_metrics
 from training.local.validation import greedy_responses, needs_base_references, reference_texts, validate_generation
 from training.reward_client import RewardRequest, RewardScorer
@@ -101,12 +101,11 @@ class GRPOTrainer:
     def __init__(self, job: Job, scorer: RewardScorer) -> None:
         self.job, self.hp, self.scorer = job, job.hp, scorer
         self.rt = Runtime(job)
-        self.model, self.tok = self.rt.load_policy()
+        self.model, self.tok, self.optimizer, self.scheduler = self.rt.load_trainable()
         self.rt.check_context(self.model, self.hp.max_prompt_length + self.hp.max_response_length)
         self.lora = job.lora_rank > 0
         self.use_kl = self.hp.kl_coef > 0  # 0: no KL term, so no reference model is loaded
         self.ref = self.rt.load_frozen(job.model_path)[0] if self.use_kl and not self.lora else None
-        self.optimizer, self.scheduler = make_optimizer(self.model, self.hp)
         self.rows, self.prompts = fit_prompts(read_jsonl(job.train_path), self.tok, self.hp.max_prompt_length,
                                               job.train_path.name)
         val_rows = read_jsonl(job.val_path) if job.val_path else []

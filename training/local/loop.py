@@ -62,6 +62,11 @@ class Runtime:
             return model, load_tokenizer(job.model_path)
         return load_model_and_tokenizer(job.model_path, self.device, torch.float32, lora=lora, kind=kind)
 
+    def load_trainable(self, kind: str = "causal_lm"):
+        """The trainable model (`load_policy`) with its tokenizer, optimizer and learning-rate schedule."""
+        model, tok = self.load_policy(kind)
+        return (model, tok, *make_optimizer(model, self.job.hp))
+
     def check_context(self, model, need: int) -> None:
         """Refuse a job whose prompt + response cannot fit the model's position table."""
         cfg = getattr(model, "config", None)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from training.local.config import Job, JobError
 from training.local.data import read_jsonl, render_prompt, render_response
-from training.local.loop import Runtime, make_optimizer, optimizer_step
+from training.local.loop import Runtime, optimizer_step
 from training.reward_client import join_prompt_response
 
 
@@ -39,11 +39,10 @@ class RewardModelTrainer:
     def __init__(self, job: Job) -> None:
         self.job, self.hp = job, job.hp
         self.rt = Runtime(job)
-        self.model, self.tok = self.rt.load_policy(kind="seq_cls")
+        self.model, self.tok, self.optimizer, self.scheduler = self.rt.load_trainable(kind="seq_cls")
         self.tok.truncation_side = "left"  # the score is read at the last token: keep the response end
         limit = getattr(self.model.config, "max_position_embeddings", None) or self.hp.max_seq_len
         self.max_len = min(self.hp.max_seq_len, limit)
-        self.optimizer, self.scheduler = make_optimizer(self.model, self.hp)
         self.rows = read_jsonl(job.train_path)
         self.pairs = pair_texts(self.rows, self.tok, job.train_path.name)
         val_rows = read_jsonl(job.val_path) if job.val_path else []
