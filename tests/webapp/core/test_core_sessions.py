@@ -58,3 +58,30 @@ def test_signing_out_or_deleting_the_user_removes_the_session(viewer, engineer):
     assert list(UserSession.objects.values_list("user_id", flat=True)) == [engineer.pk]
     engineer.delete()
     assert not UserSession.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_upgrade_keeps_whoever_was_signed_in_signed_in(viewer):
+    """core 0006 copies Django's unexpired sessions, with their user, into the new table."""
+    from django.contrib.auth import login
+    from django.contrib.sessions.backends.db import SessionStore as DjangoStore
+    from django.test import RequestFactory
+
+    from tests.migration_support import migrate_app_to
+
+    migrate_app_to(("core", "0005_user_sessions"))
+    try:
+        request = RequestFactory().get("/")
+        request.session = DjangoStore()  # the engine before the upgrade
+        login(request, viewer, backend="webapp.core.throttling.ThrottledModelBackend")
+        request.session.save()
+        anonymous = DjangoStore()
+        anonymous["seen"] = 1
+        anonymous.save()
+    finally:
+        migrate_app_to(None)
+    kept = dict(UserSession.objects.values_list("session_key", "user_id"))
+    assert kept == {request.session.session_key: viewer.pk, anonymous.session_key: None}
+    client = Client()
+    client.cookies["sessionid"] = request.session.session_key
+    assert _whoami(client) == (viewer.username, 1)
