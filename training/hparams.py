@@ -11,8 +11,7 @@ The settings (type, default, range, advice, help, group, kinds, backends, VERL k
   about the job's inputs passed in `context`, by input name ("reward_spec", "dataset_version", "backend").
   Overrides may be flat dotted keys, form names ("lora_rank") or nested dicts; strings (the CLI's --set) are
   coerced by the setting's type.
-- `local_hp(kind, hp)`: a job.json's hp as the local trainer reads it, typed and checked the same way;
-  `verl_settings(spec)`: the values and VERL pairs of a job spec's settings, in one pass.
+- `local_hp(kind, hp)`: a job.json's hp as the local trainer reads it, typed and checked the same way.
 """
 from __future__ import annotations
 
@@ -35,14 +34,16 @@ from training.settings_table import (
     ROLLOUT_ENGINES,
     SECTIONS,
     SETTINGS,
-    Pairs,
     Setting,
     defaults,
+    value_of,
+    verl_settings,
 )
 from training.stall import StallConfig, StallConfigError
 
 __all__ = ["BACKENDS", "BY_FORM_NAME", "BY_KEY", "KINDS", "MAX_LORA_RANK", "POLICY_KINDS", "PRESETS", "ROLLOUT_ENGINES",
-           "SECTIONS", "SETTINGS", "Setting", "defaults"]  # the table's names, for those who read a job's values
+           "SECTIONS", "SETTINGS", "Setting", "defaults", "value_of",
+           "verl_settings"]  # the table's names, for those who read a job's values
 
 
 # -- reading and writing a setting in a config ({"hp": {...}, "verl": {...}}) -------------------------------
@@ -67,29 +68,9 @@ def has_in(section: dict, path: list[str]) -> bool:
     return path[-1] in section
 
 
-def value_of(config: dict, key: str) -> Any:
-    """A setting's value in a config/spec ({"hp", "verl"}); its default when absent."""
-    s = BY_KEY[key]
-    section = config.get(s.section) or {}
-    return get_in(section, s.path) if has_in(section, s.path) else copy.deepcopy(s.default)
-
-
 
 def default_config() -> dict[str, dict[str, Any]]:
     return {section: defaults(section) for section in SECTIONS}
-
-
-def verl_settings(spec: dict) -> tuple[dict[str, Any], tuple[tuple[Setting, Any, Pairs], ...]]:
-    """One pass over a job spec for VERL: each setting's value by key (its default when absent), and each setting VERL
-    takes for the spec's kind with its value and the (Hydra path, value) pairs it adds (none if planned; ValueError)."""
-    values, kind, table = {s.key: value_of(spec, s.key) for s in SETTINGS}, spec.get("kind", "grpo"), []
-    for s in SETTINGS:
-        if s.verl is None or not s.offered(kind, "verl"):
-            continue
-        m, value = s.verl, values[s.key]
-        pairs = [] if m.planned else m.convert(value, spec) if m.convert else [(p, value) for p in m.paths]
-        table.append((s, value, pairs))
-    return values, tuple(table)
 
 
 def settings_for(kind: str, backend: str) -> list[Setting]:
@@ -121,7 +102,8 @@ def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend:
     for s in SETTINGS:  # the ranges first: the checks between settings divide by some of these values
         if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
             continue
-        value = value_of(config, s.key)
+        section = config.get(s.section) or {}
+        value = get_in(section, s.path) if has_in(section, s.path) else copy.deepcopy(s.default)
         message = range_error(s, value)
         if message:
             errors.setdefault(s.key, message)

@@ -1,10 +1,11 @@
 """The table of a job's hyperparameters, defined once: pure Python, no Django, no torch.
 
-Data only: `training.hparams` does everything with a job's values (types, ranges, advice, presets and
-overrides, the checks between settings). One `Setting` per setting: type, default, range or choices, advice,
-help, form group, the job kinds and backends that offer it, and how it reaches VERL. The New job form, the web
-app's validation, the presets, the local trainer's config and the VERL override list are all built from
-`SETTINGS`.
+The table, its converters and `verl_settings` (the one pass that VERL's override list makes over a job spec,
+beside the converters it calls); `training.hparams` does everything else with a job's values (types, ranges,
+advice, presets and overrides, the checks between settings). One `Setting` per setting: type, default, range or
+choices, advice, help, form group, the job kinds and backends that offer it, and how it reaches VERL. The New job
+form, the web app's validation, the presets, the local trainer's config and the VERL override list are all built
+from `SETTINGS`.
 
 How a setting reaches VERL (`Setting.verl`):
 - `Verl(paths)`: the value goes unchanged to each Hydra path of VERL 0.9.1's ppo_trainer.yaml;
@@ -111,7 +112,7 @@ def _lora_rank(rank: Any, spec: dict) -> Pairs:
     rank = int(rank or 0)
     if rank <= 0:
         return []
-    if (spec.get("verl") or {}).get("strategy", BY_KEY["verl.strategy"].default) == "megatron":
+    if value_of(spec, "verl.strategy") == "megatron":
         raise ValueError("LoRA names Hugging Face modules, which Megatron does not use: use FSDP/FSDP2 for LoRA")
     if rank > MAX_LORA_RANK:
         raise ValueError(f"hp.lora.rank={rank} is above vLLM's maximum LoRA rank ({MAX_LORA_RANK})")
@@ -306,3 +307,28 @@ def defaults(section: str) -> dict[str, Any]:
                 nest = nest.setdefault(p, {})
             nest[s.path[-1]] = copy.deepcopy(s.default)
     return out
+
+
+def value_of(config: dict, key: str) -> Any:
+    """A setting's value in a config or job spec ({"hp": ..., "verl": ...}); its default when absent."""
+    s = BY_KEY[key]
+    section = config.get(s.section) or {}
+    for p in s.path[:-1]:
+        section = section.get(p)
+        if not isinstance(section, dict):
+            return copy.deepcopy(s.default)
+    return section[s.path[-1]] if s.path[-1] in section else copy.deepcopy(s.default)
+
+
+def verl_settings(spec: dict) -> tuple[dict[str, Any], tuple[tuple[Setting, Any, Pairs], ...]]:
+    """One pass over a job spec for VERL: each setting's value by key (its default when absent), and each setting VERL
+    takes for the spec's kind with its value and the (Hydra path, value) pairs it adds (none if planned; ValueError).
+    Beside the converters, so that the pass stays in this module."""
+    values, kind, table = {s.key: value_of(spec, s.key) for s in SETTINGS}, spec.get("kind", "grpo"), []
+    for s in SETTINGS:
+        if s.verl is None or not s.offered(kind, "verl"):
+            continue
+        m, value = s.verl, values[s.key]
+        pairs = [] if m.planned else m.convert(value, spec) if m.convert else [(p, value) for p in m.paths]
+        table.append((s, value, pairs))
+    return values, tuple(table)
