@@ -8,7 +8,16 @@ from webapp.core.models import AuditLog, Project
 
 def audit(*, actor, action: str, project: Project | None = None, obj: Any = None, summary: str = "",
           before: Any = None, after: Any = None) -> AuditLog:
-    return AuditLog.objects.create(
+    entry = audit_entry(actor=actor, action=action, project=project, obj=obj, summary=summary, before=before,
+                        after=after)
+    entry.save()
+    return entry
+
+
+def audit_entry(*, actor, action: str, project: Project | None = None, obj: Any = None, summary: str = "",
+                before: Any = None, after: Any = None) -> AuditLog:
+    """The entry `audit` writes, unsaved (for a caller that writes it with its other changes in one statement)."""
+    return AuditLog(
         actor=actor if getattr(actor, "is_authenticated", False) else None,
         project=project,
         action=action,

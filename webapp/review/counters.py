@@ -59,12 +59,15 @@ def bump(model, lookup: dict, **increments: int) -> None:
 
 
 def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
-                reviewer_work: Mapping[int, Mapping[str, int]] | None = None, reviews: int = 0) -> None:
+                reviewer_work: Mapping[int, Mapping[str, int]] | None = None, reviews: int = 0,
+                also: list[tuple[str, list]] = ()) -> None:
     """Add a tally delta (contribution(new) - contribution(old)) and work counts to the stored counters.
 
     Rows are updated in one fixed order (profiles, reviewer pairs, reviewers by id, then the version)
     so two concurrent decisions never wait on each other's locks in a cycle: one upsert a table (one
-    statement in all on PostgreSQL, each part waiting on the one before it).
+    statement in all on PostgreSQL, each part waiting on the one before it). `also`: writes of the same change
+    to rows no other transaction can be waiting for (the caller's locked rows, new rows), sent first, and on
+    PostgreSQL in the same statement.
     """
     state_updates: dict[str, int] = {}
     profiles: dict[tuple, int] = {}
@@ -95,18 +98,27 @@ def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
     state_updates = {k: v for k, v in state_updates.items() if v}
     if reviews:
         state_updates["reviews"] = reviews
+    if connection.vendor == "postgresql":
+        _send_as_one(version_id, parts, state_updates, also)
+        return
+    with connection.cursor() as cur:
+        for sql, params in also:
+            cur.execute(sql, params)
+        for model, rows in parts:
+            cur.execute(*counter_upsert(model, rows))
+    if state_updates:
+        VersionReviewStats.objects.filter(pk=version_id).update(**{k: F(k) + v for k, v in state_updates.items()})
+
+
+def _send_as_one(version_id: int, parts: list[tuple], state_updates: dict[str, int],
+                 also: list[tuple[str, list]]) -> None:
+    """PostgreSQL: `also`, the counter upserts and the version's counters in one statement; each upsert waits on
+    the one before it (a condition on its result), so the counter rows are locked in apply_delta's order."""
     q = connection.ops.quote_name
-    if connection.vendor != "postgresql":
-        with connection.cursor() as cur:
-            for model, rows in parts:
-                cur.execute(*counter_upsert(model, rows))
-        if state_updates:
-            VersionReviewStats.objects.filter(pk=version_id).update(
-                **{k: F(k) + v for k, v in state_updates.items()})
-        return
-    if not parts and not state_updates:
-        return
     ctes, params, gate = [], [], ""
+    for i, (sql, p) in enumerate(also):
+        ctes.append(f"w{i} AS ({sql} RETURNING 1)")
+        params += p
     for i, (model, rows) in enumerate(parts):
         sql, p = counter_upsert(model, rows, gate)
         ctes.append(f"c{i} AS ({sql} RETURNING 1)")
@@ -117,8 +129,10 @@ def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
         sets = ", ".join(f"{q(k)} = {q(k)} + %s" for k in state_updates)
         final = f"UPDATE {table} SET {sets} WHERE {q('version_id')} = %s" + (f" AND {gate}" if gate else "")
         params += [*state_updates.values(), version_id]
+    elif ctes:
+        final = "SELECT 1"
     else:
-        final = f"SELECT {gate}"
+        return
     with connection.cursor() as cur:
         cur.execute((f"WITH {', '.join(ctes)} " if ctes else "") + final, params)
 

@@ -15,9 +15,10 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Subquery
 from django.utils import timezone
 
-from webapp.core.audit import audit
+from webapp.core.audit import audit, audit_entry
 from webapp.core.models import AuditLog, Project
 from webapp.core.services import ApplicationError
+from webapp.core.statements import insert_statement, update_statement
 from webapp.core.text import count
 from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
 from webapp.review import tally
@@ -358,19 +359,22 @@ def review_submit(*, actor, project: Project, row: DatasetRow, choice: str, reas
         review.choice = choice if choice in ("left", "right") else ""
         review.time_ms = min(review.time_ms + time_ms, TIME_MS_MAX)
         review.save()
+    # The assignment, the pair's state, the audit entry and the counters: one statement on PostgreSQL.
+    writes = []
     if not assignment.done:
         assignment.done, assignment.done_at = True, timezone.now()
-        assignment.save(update_fields=["done", "done_at"])
+        writes.append(update_statement(assignment, ["done", "done_at"]))
     labels[actor.pk] = label
     new = _recompute(state, labels, project.review_overlap)
-    state.save(update_fields=STATE_FIELDS)
+    writes.append(update_statement(state, STATE_FIELDS))
+    writes.append(insert_statement(audit_entry(
+        actor=actor, action="review.decide", project=project, obj=review,
+        summary=f"Row {row.index} of {row.version}: {label}" + (f" ({reason})" if reason else ""),
+        before={"review": before, **{"pair": {"state": old.state, "final_label": old.final_label}}},
+        after={"review": {"label": label, "reason": reason, "choice": choice,
+                          "left_is_chosen": assignment.left_is_chosen}, "pair": _state_dict(state)})))
     apply_delta(row.version_id, tally.delta(old, new), reviewer_work={actor.pk: work},
-                reviews=int("done" in work))
-    audit(actor=actor, action="review.decide", project=project, obj=review,
-          summary=f"Row {row.index} of {row.version}: {label}" + (f" ({reason})" if reason else ""),
-          before={"review": before, **{"pair": {"state": old.state, "final_label": old.final_label}}},
-          after={"review": {"label": label, "reason": reason, "choice": choice,
-                            "left_is_chosen": assignment.left_is_chosen}, "pair": _state_dict(state)})
+                reviews=int("done" in work), also=writes)
     return review
 
 
