@@ -342,8 +342,11 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
     # typed, range-checked and advised by the schema, once
     apply_overrides(config, flatten_overrides(overrides), kind, backend, errors, warnings)
     _check_rules(config, errors)
-    _check_between(kind, backend, config, errors, warnings)
+    ok = _unrefused(errors)
+    _check_between(kind, backend, config, errors, warnings, ok)
     _check_context(kind, backend, config, ctx, errors, warnings)
+    if backend == "verl":  # VERL's own checks (training.hparams_verl), last
+        check_verl(kind, config["hp"], config["verl"], errors, warnings, ok)
     return config, errors, warnings
 
 
@@ -360,18 +363,19 @@ def local_hp(kind: str, raw: dict | None) -> tuple[dict[str, Any], dict[str, str
     the checks between settings. Returns (hp, errors by key); keys of the other backend are left out."""
     hp, errors = parse_section(raw, LOCAL_SETTINGS, kind)
     if not errors:
-        _check_between(kind, "local", {"hp": hp, "verl": {}}, errors, {})
+        _check_between(kind, "local", {"hp": hp, "verl": {}}, errors, {}, _unrefused(errors))
     return hp, errors
 
 
-def _check_between(kind: str, backend: str, config: dict, errors: dict, warnings: dict) -> None:
-    """The checks between settings; a check that reads a value already refused (in `errors`) is skipped."""
-    hp, verl = config["hp"], config["verl"]
+def _unrefused(errors: dict):
+    """ok(*keys): none of these settings is refused yet (a check that reads a refused value is skipped)."""
     bad = set(errors)
+    return lambda *keys: not (bad & set(keys))
 
-    def ok(*keys: str) -> bool:  # skip checks that depend on a value already refused
-        return not (bad & set(keys))
 
+def _check_between(kind: str, backend: str, config: dict, errors: dict, warnings: dict, ok) -> None:
+    """The checks between settings; `ok` skips a check that reads a value already refused."""
+    hp, verl = config["hp"], config["verl"]
     if kind == "grpo":
         _check_grpo(hp, errors, ok)
     if ok("max_prompt_length", "max_response_length", "max_seq_len") and \
@@ -386,8 +390,6 @@ def _check_between(kind: str, backend: str, config: dict, errors: dict, warnings
     if ok("lora.targets") and lora.get("rank", 0) > 0 and not str(lora.get("targets", "")).strip():
         _err(errors, "lora.targets", "Name the LoRA target modules (or all-linear).")
     _check_batches(kind, backend, hp, verl, errors, ok)
-    if backend == "verl":
-        check_verl(kind, hp, verl, errors, warnings, ok)
 
 
 def _check_rules(config: dict, errors: dict) -> None:
