@@ -24,3 +24,15 @@ def insert_statement(obj) -> tuple[str, list]:
     params = [f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields]
     return (f"INSERT INTO {q(obj._meta.db_table)} ({', '.join(q(f.column) for f in fields)}) "
             f"VALUES ({', '.join(['%s'] * len(fields))})", params)
+
+
+def from_row(model, values):
+    """A model instance from a raw row of its concrete columns, through the converters a queryset applies."""
+    fields = model._meta.concrete_fields
+    out = []
+    for field, value in zip(fields, values, strict=True):
+        col = field.get_col(model._meta.db_table)
+        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
+            value = convert(value, col, connection)
+        out.append(value)
+    return model.from_db(connection.alias, [f.attname for f in fields], out)

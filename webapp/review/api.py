@@ -17,7 +17,7 @@ from webapp.datasets.api import FormatIsOurs
 from webapp.datasets.models import DatasetRow
 from webapp.datasets.views import export_response
 from webapp.review import exports, selectors, services, tally
-from webapp.review.models import Side
+from webapp.review.models import PairState, Side
 from webapp.review.stats import version_stats
 
 
@@ -118,19 +118,23 @@ class SubmitReviewApi(APIView):
 
     def post(self, request, slug, version_id, row_id):
         access, version = selectors.review_access(request.user, slug, version_id, Role.REVIEWER)
-        row = _row(version, row_id)
+        # The pair is read with its locked state (a missing pair's 404 still comes before a 400).
         ser = ReviewInputSerializer(data=request.data)
         if not ser.is_valid():
+            _row(version, row_id)
             return _invalid(ser)
         try:
-            review = services.review_submit(actor=request.user, project=access.project, row=row,
-                                            **ser.validated_data)
+            review = services.review_submit(actor=request.user, project=access.project, version=version,
+                                            row_id=row_id, **ser.validated_data)
+        except PairState.DoesNotExist:
+            raise Http404("No such pair in this dataset version.") from None
         except ApplicationError as exc:
+            _row(version, row_id)
             return _error(exc)
         # Lean on purpose: the screen moves on to the next pair; GET the item for everything else.
-        return Response({"row_id": row.pk, "index": row.index, "my_review": selectors.review_json(review),
-                         "progress": selectors.progress(version=version, user=request.user)},
-                        status=status.HTTP_201_CREATED)
+        progress = selectors.progress(version=version, user=request.user, **review.progress)
+        return Response({"row_id": review.row.pk, "index": review.row.index, "my_review": selectors.review_json(review),
+                         "progress": progress}, status=status.HTTP_201_CREATED)
 
 
 class EditInputSerializer(serializers.Serializer):

@@ -60,14 +60,15 @@ def bump(model, lookup: dict, **increments: int) -> None:
 
 def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
                 reviewer_work: Mapping[int, Mapping[str, int]] | None = None, reviews: int = 0,
-                also: list[tuple[str, list]] = ()) -> None:
+                also: list[tuple[str, list]] = ()) -> tuple[dict[str, int], set[int]]:
     """Add a tally delta (contribution(new) - contribution(old)) and work counts to the stored counters.
 
     Rows are updated in one fixed order (profiles, reviewer pairs, reviewers by id, then the version)
     so two concurrent decisions never wait on each other's locks in a cycle: one upsert a table (one
     statement in all on PostgreSQL, each part waiting on the one before it). `also`: writes of the same change
     to rows no other transaction can be waiting for (the caller's locked rows, new rows), sent first, and on
-    PostgreSQL in the same statement.
+    PostgreSQL in the same statement. Returns what it added to the version's counters ({field: increment}) and the
+    reviewers whose counter rows it wrote.
     """
     state_updates: dict[str, int] = {}
     profiles: dict[tuple, int] = {}
@@ -95,12 +96,13 @@ def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
     rows = [({"version_id": version_id, "reviewer_id": rid}, work)
             for rid in sorted(reviewer_updates) if (work := {k: v for k, v in reviewer_updates[rid].items() if v})]
     parts += [(ReviewerStats, rows)] if rows else []
+    written = {key["reviewer_id"] for key, _ in rows}
     state_updates = {k: v for k, v in state_updates.items() if v}
     if reviews:
         state_updates["reviews"] = reviews
     if connection.vendor == "postgresql":
         _send_as_one(version_id, parts, state_updates, also)
-        return
+        return state_updates, written
     with connection.cursor() as cur:
         for sql, params in also:
             cur.execute(sql, params)
@@ -108,6 +110,7 @@ def apply_delta(version_id: int, delta: Mapping[Hashable, int], *,
             cur.execute(*counter_upsert(model, rows))
     if state_updates:
         VersionReviewStats.objects.filter(pk=version_id).update(**{k: F(k) + v for k, v in state_updates.items()})
+    return state_updates, written
 
 
 def _send_as_one(version_id: int, parts: list[tuple], state_updates: dict[str, int],

@@ -12,13 +12,13 @@ from collections.abc import Hashable, Mapping, Sequence
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q
 from django.utils import timezone
 
 from webapp.core.audit import audit, audit_entry
 from webapp.core.models import AuditLog, Project
 from webapp.core.services import ApplicationError
-from webapp.core.statements import insert_statement, update_statement
+from webapp.core.statements import from_row, insert_statement, update_statement
 from webapp.core.text import count
 from webapp.datasets.models import DatasetRow, DatasetVersion, VersionStatus
 from webapp.review import tally
@@ -35,6 +35,7 @@ from webapp.review.models import (
     State,
     VersionReviewStats,
 )
+from webapp.review.pair_lock import locked_state, review_upsert
 from webapp.review.render import response_text
 
 BULK_MAX_ROWS = 10_000
@@ -156,18 +157,6 @@ def _claim(*, version_id: int, reviewer, row_id: int, row_index: int, overlap: i
     return assignment
 
 
-def _from_db(model, values):
-    """A model instance from a raw row of its concrete columns, through the converters a queryset applies."""
-    fields = model._meta.concrete_fields
-    out = []
-    for field, value in zip(fields, values, strict=True):
-        col = field.get_col(model._meta.db_table)
-        for convert in connection.ops.get_db_converters(col) + col.get_db_converters(connection):
-            value = convert(value, col, connection)
-        out.append(value)
-    return model.from_db(connection.alias, [f.attname for f in fields], out)
-
-
 def _claim_after(*, version_id: int, reviewer, cursor: int, overlap: int) -> Assignment | None:
     """Find and take a slot of the first open pair after `cursor` in one statement, preferring pairs other
     reviewers started (claims = overlap - 1 first, then fewer): the conditions are checked again on the row
@@ -196,8 +185,8 @@ def _claim_after(*, version_id: int, reviewer, cursor: int, overlap: int) -> Ass
                 return None
             row = None
             if with_row:
-                state = _from_db(PairState, taken[:len(states)])
-                row = _from_db(DatasetRow, taken[len(states):])
+                state = from_row(PairState, taken[:len(states)])
+                row = from_row(DatasetRow, taken[len(states):])
                 DatasetRow.pair_state.related.set_cached_value(row, state)
                 taken = (state.pk, state.row_index)
             assignment = _assign(version_id=version_id, reviewer=reviewer, row_id=taken[0], row_index=taken[1])
@@ -282,10 +271,6 @@ def assignments_release(*, actor, project: Project, version: DatasetVersion, rev
 
 # --- decisions --------------------------------------------------------------------------------
 
-def _labels_of(row_id: int) -> dict[int, str]:
-    return dict(Review.objects.filter(row_id=row_id).values_list("reviewer_id", "label"))
-
-
 def _snapshot(state: PairState, labels: Mapping[int, str]) -> tally.RowSnapshot:
     return tally.RowSnapshot(state=state.state, final_label=state.final_label, labels=dict(labels))
 
@@ -312,9 +297,11 @@ def _state_dict(state: PairState) -> dict:
 
 
 @transaction.atomic
-def review_submit(*, actor, project: Project, row: DatasetRow, choice: str, reason: str = "",
-                  time_ms: int = 0) -> Review:
-    """Record (or change) the actor's decision on a pair and update the pair's state."""
+def review_submit(*, actor, project: Project, row: DatasetRow | None = None, choice: str, reason: str = "",
+                  time_ms: int = 0, version: DatasetVersion | None = None, row_id: int | None = None) -> Review:
+    """Record (or change) the actor's decision on a pair (`row`, or `row_id` of `version`: PairState.DoesNotExist
+    when it has none) and update its state. The review carries `progress`: selectors.progress's stats and sums after
+    the decision where it read them (PostgreSQL), else {}."""
     if choice not in tally.CHOICES:
         raise ApplicationError(f"Unknown action '{choice}'; use one of {', '.join(tally.CHOICES)}.", field="choice")
     reason = (reason or "").strip()
@@ -323,12 +310,12 @@ def review_submit(*, actor, project: Project, row: DatasetRow, choice: str, reas
     if len(reason) > REASON_MAX:
         raise ApplicationError(f"Keep the reason under {REASON_MAX} characters.", field="reason")
     time_ms = max(0, min(int(time_ms or 0), TIME_MS_MAX))
-    ensure_pair_states(version=row.version)
-    # The locked state comes with the actor's assignment of the pair, if any: one query for both.
-    held = Assignment.objects.filter(reviewer=actor, row=OuterRef("pk"))
-    state = (PairState.objects.select_for_update(of=("self",))
-             .annotate(held_id=Subquery(held.values("pk")[:1]), held_left=Subquery(held.values("left_is_chosen")[:1]),
-                       held_done=Subquery(held.values("done")[:1])).get(pk=row.pk))
+    if row is not None:
+        version, row_id = row.version, row.pk
+    ensure_pair_states(version=version)
+    state = locked_state(actor=actor, version_id=version.pk, row_id=row_id)
+    if row is None:
+        row = DatasetRow(pk=row_id, version=version, index=state.row_index)
     work = {"time_ms_total": time_ms}
     assignment = None
     if state.held_id is not None:
@@ -343,22 +330,29 @@ def review_submit(*, actor, project: Project, row: DatasetRow, choice: str, reas
         state.refresh_from_db()
     decision, swap = tally.resolve_choice(choice, assignment.left_is_chosen)
     label = tally.label_of(decision, swap)
-    reviews = list(Review.objects.filter(row=row))
-    labels = {r.reviewer_id: r.label for r in reviews}
-    old = _snapshot(state, labels)
-    review = next((r for r in reviews if r.reviewer_id == actor.pk), None)
-    before = None
-    if review is None:
-        review = Review.objects.create(reviewer=actor, row=row, version_id=row.version_id, decision=decision,
-                                       swap=swap, reason=reason, label=label, left_is_chosen=assignment.left_is_chosen,
-                                       choice=choice if choice in ("left", "right") else "", time_ms=time_ms)
-        work["done"] = 1
+    shown = choice if choice in ("left", "right") else ""
+    progress: dict = {}
+    if connection.vendor == "postgresql":  # the review written with the reads below, in one statement
+        review, labels, before, progress = review_upsert(Review(
+            reviewer=actor, row=row, version_id=row.version_id, decision=decision, swap=swap, reason=reason,
+            label=label, left_is_chosen=assignment.left_is_chosen, choice=shown, time_ms=time_ms), TIME_MS_MAX)
+        review.row = row
     else:
-        before = {"label": review.label, "reason": review.reason}
-        review.decision, review.swap, review.label, review.reason = decision, swap, label, reason
-        review.choice = choice if choice in ("left", "right") else ""
-        review.time_ms = min(review.time_ms + time_ms, TIME_MS_MAX)
-        review.save()
+        reviews = list(Review.objects.filter(row=row))
+        labels = {r.reviewer_id: r.label for r in reviews}
+        review = next((r for r in reviews if r.reviewer_id == actor.pk), None)
+        before = {"label": review.label, "reason": review.reason} if review else None
+        if review is None:
+            review = Review.objects.create(reviewer=actor, row=row, version_id=row.version_id, decision=decision,
+                                           swap=swap, reason=reason, label=label, choice=shown, time_ms=time_ms,
+                                           left_is_chosen=assignment.left_is_chosen)
+        else:
+            review.decision, review.swap, review.label, review.reason = decision, swap, label, reason
+            review.choice, review.time_ms = shown, min(review.time_ms + time_ms, TIME_MS_MAX)
+            review.save()
+    if before is None:
+        work["done"] = 1
+    old = _snapshot(state, labels)
     # The assignment, the pair's state, the audit entry and the counters: one statement on PostgreSQL.
     writes = []
     if not assignment.done:
@@ -373,8 +367,16 @@ def review_submit(*, actor, project: Project, row: DatasetRow, choice: str, reas
         before={"review": before, **{"pair": {"state": old.state, "final_label": old.final_label}}},
         after={"review": {"label": label, "reason": reason, "choice": choice,
                           "left_is_chosen": assignment.left_is_chosen}, "pair": _state_dict(state)})))
-    apply_delta(row.version_id, tally.delta(old, new), reviewer_work={actor.pk: work},
-                reviews=int("done" in work), also=writes)
+    applied, written = apply_delta(row.version_id, tally.delta(old, new), reviewer_work={actor.pk: work},
+                                   reviews=int("done" in work), also=writes)
+    if progress:  # read before the decision's writes: add them
+        for name, value in applied.items():
+            setattr(progress["stats"], name, getattr(progress["stats"], name) + value)
+        sums, mine = progress["sums"], progress["sums"]["assigned"] is not None or actor.pk in written
+        progress["sums"] = {"claimed": (sums["claimed"] or 0) + work.get("assigned", 0),
+                            "assigned": (sums["assigned"] or 0) + work.get("assigned", 0) if mine else None,
+                            "done": (sums["done"] or 0) + work.get("done", 0) if mine else None}
+    review.progress = progress
     return review
 
 
@@ -385,7 +387,7 @@ def conflict_resolve(*, actor, project: Project, row: DatasetRow, label: str) ->
         raise ApplicationError(f"Resolve with one of {', '.join(RESOLVE_LABELS)}.", field="label")
     ensure_pair_states(version=row.version)
     state = PairState.objects.select_for_update().get(pk=row.pk)
-    labels = _labels_of(row.pk)
+    labels = dict(Review.objects.filter(row_id=row.pk).values_list("reviewer_id", "label"))
     old = _snapshot(state, labels)
     before = _state_dict(state)
     state.decision_source, state.final_label = Source.ADMIN, label
