@@ -11,7 +11,8 @@ The settings (type, default, range, advice, help, group, kinds, backends, VERL k
   about the job's inputs passed in `context`, by input name ("reward_spec", "dataset_version", "backend").
   Overrides may be flat dotted keys, form names ("lora_rank") or nested dicts; strings (the CLI's --set) are
   coerced by the setting's type.
-- `local_hp(kind, hp)`: a job.json's hp as the local trainer reads it, typed and checked the same way.
+- `local_hp(kind, hp)`: a job.json's hp as the local trainer reads it, typed and checked the same way (`HpError`
+  names the first refused key).
 """
 from __future__ import annotations
 
@@ -357,14 +358,22 @@ def _err(errors: dict, key: str, message: str) -> None:
 LOCAL_SETTINGS = tuple(s for s in SETTINGS if s.section == "hp" and s.local)
 
 
-def local_hp(kind: str, raw: dict | None) -> tuple[dict[str, Any], dict[str, str]]:
+class HpError(ValueError):
+    """A job.json's hp the local trainer refuses; the message is "hp.<key>: <the form's message>"."""
+
+
+def local_hp(kind: str, raw: dict | None) -> dict[str, Any]:
     """A job.json's hp for the local trainer, checked as the New job form checks it, in one pass: every local
     setting typed and range-checked by the schema (its default when absent: a job.json of an older app), then
-    the checks between settings. Returns (hp, errors by key); keys of the other backend are left out."""
+    the checks between settings. Returns the hp (keys of the other backend left out); HpError names the first
+    refused key."""
     hp, errors = parse_section(raw, LOCAL_SETTINGS, kind)
     if not errors:
         _check_between(kind, "local", {"hp": hp, "verl": {}}, errors, {}, _unrefused(errors))
-    return hp, errors
+    if errors:
+        key, message = next(iter(errors.items()))
+        raise HpError(f"hp.{key}: {message}")
+    return hp
 
 
 def _unrefused(errors: dict):

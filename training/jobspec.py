@@ -192,15 +192,15 @@ def write_spec(run_dir: str | Path, raw: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-HpCheck = Callable[[str, dict[str, Any]], tuple[dict[str, Any], dict[str, str]]]
+HpCheck = Callable[[str, dict[str, Any]], dict[str, Any]]  # (kind, hp) -> the checked hp; raises ValueError
 
 
 def read_spec(run_dir: str | Path, hp_check: HpCheck | None = None) -> JobSpec:
     """Read and check `<run_dir>/job.json`; JobSpecError says what is wrong with it.
 
-    `hp_check(kind, hp) -> (hp, errors)` types and checks the hyperparameters as a backend reads them (the local
-    trainer passes `training.hparams.local_hp`, the New job form's checks); the first error is refused as
-    "hp.<key>: <message>" and the spec holds the checked values."""
+    `hp_check(kind, hp) -> hp` types and checks the hyperparameters as a backend reads them (the local trainer
+    passes `training.hparams.local_hp`, the New job form's checks, which raises "hp.<key>: <message>"); the spec
+    holds what it returns."""
     path = RunDir(run_dir).job_spec
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
@@ -209,10 +209,4 @@ def read_spec(run_dir: str | Path, hp_check: HpCheck | None = None) -> JobSpec:
     except ValueError as exc:
         raise JobSpecError(f"{path} is not valid JSON: {exc}") from None
     spec = JobSpec.from_dict(raw)
-    if hp_check is None:
-        return spec
-    hp, errors = hp_check(spec.kind, spec.hp)
-    if errors:
-        key, message = next(iter(errors.items()))
-        raise JobSpecError(f"hp.{key}: {message}")
-    return replace(spec, hp=hp)
+    return spec if hp_check is None else replace(spec, hp=hp_check(spec.kind, spec.hp))

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from training import hparams
-from training.hparams import LOCAL_SETTINGS, local_hp
+from training.hparams import LOCAL_SETTINGS, HpError, local_hp
 from training.jobspec import JobSpecError, read_spec
 
 KINDS = hparams.KINDS
@@ -82,11 +82,12 @@ def _path(run_dir: Path, value: Any, what: str) -> Path:
 
 
 def load_job(run_dir: str | Path) -> Job:
-    """Read and validate `<run_dir>/job.json`: its hp checked once, as the New job form checks them."""
+    """Read and validate `<run_dir>/job.json`: its hp typed and checked once, as the New job form checks them
+    (`hparams.local_hp`, run while the spec is read), then what is on disk."""
     run_dir = Path(run_dir).resolve()
     try:
         spec = read_spec(run_dir, hp_check=local_hp)
-    except JobSpecError as exc:
+    except (JobSpecError, HpError) as exc:
         raise JobError(str(exc)) from None
     job = Job(
         run_dir=run_dir, kind=spec.kind,
