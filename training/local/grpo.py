@@ -95,25 +95,32 @@ def policy_loss(cfg, logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch
     return loss, metrics
 
 
+def _fit_val(path, tok, max_prompt: int) -> tuple[list[dict], list[str]]:
+    """The validation rows whose prompts fit `max_prompt` tokens, and those prompts (none without a file)."""
+    rows = read_jsonl(path) if path else []
+    return fit_prompts(rows, tok, max_prompt, path.name) if rows else ([], [])
+
+
 class GRPOTrainer:
     kind = "grpo"
 
     def __init__(self, job: Job, scorer: RewardScorer) -> None:
-        self.job, self.hp, self.scorer = job, job.hp, scorer
+        hp = job.hp
+        self.job, self.hp, self.scorer = job, hp, scorer
+        # What construction reads from the settings, first: the loss's settings (kl_coef among them), the lengths
+        # and the files. The loading below (loop.Runtime) is handed these values and nothing comes back to them.
+        self.micro = hp.micro_batch_size or hp.batch_size * hp.group_size
+        self.cfg = actor_config(hp, hp.group_size, self.micro)
+        self.lora = job.lora_rank > 0
+        self.use_kl = self.cfg.use_kl_loss  # kl_coef 0: no KL term, so no reference model is loaded
+        max_prompt, context = hp.max_prompt_length, hp.max_prompt_length + hp.max_response_length
+        base, train_path, val_path = job.model_path, job.train_path, job.val_path
         self.rt = Runtime(job)
         self.model, self.tok, self.optimizer, self.scheduler = self.rt.load_trainable()
-        self.rt.check_context(self.model, self.hp.max_prompt_length + self.hp.max_response_length)
-        self.lora = job.lora_rank > 0
-        self.use_kl = self.hp.kl_coef > 0  # 0: no KL term, so no reference model is loaded
-        self.ref = self.rt.load_frozen(job.model_path)[0] if self.use_kl and not self.lora else None
-        self.rows, self.prompts = fit_prompts(read_jsonl(job.train_path), self.tok, self.hp.max_prompt_length,
-                                              job.train_path.name)
-        val_rows = read_jsonl(job.val_path) if job.val_path else []
-        self.val_rows, self.val_prompts = fit_prompts(val_rows, self.tok, self.hp.max_prompt_length,
-                                                      job.val_path.name) if val_rows else ([], [])
-        n_seq = self.hp.batch_size * self.hp.group_size
-        self.micro = self.hp.micro_batch_size or n_seq
-        self.cfg = actor_config(self.hp, self.hp.group_size, self.micro)
+        self.rt.check_context(self.model, context)
+        self.ref = self.rt.load_frozen(base)[0] if self.use_kl and not self.lora else None
+        self.rows, self.prompts = fit_prompts(read_jsonl(train_path), self.tok, max_prompt, train_path.name)
+        self.val_rows, self.val_prompts = _fit_val(val_path, self.tok, max_prompt)
         self._val_refs: list[str | None] | None = None
 
     @contextmanager
