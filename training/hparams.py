@@ -74,10 +74,6 @@ def default_config() -> dict[str, dict[str, Any]]:
     return {section: defaults(section) for section in SECTIONS}
 
 
-def settings_for(kind: str, backend: str) -> list[Setting]:
-    return [s for s in SETTINGS if s.offered(kind, backend)]
-
-
 def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend: str, errors: dict[str, str],
                     warnings: dict[str, str] | None = None) -> None:
     """The schema's one pass over a launch's settings: each override (flat key -> raw value) refused when unknown
