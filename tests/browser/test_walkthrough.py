@@ -34,9 +34,11 @@ def demo_project(settings):
 
 def pick(select, *parts: str) -> None:
     """Choose the option of a <select> whose text contains every one of `parts`."""
-    texts = select.locator("option").all_inner_texts()
-    values = select.locator("option").evaluate_all("os => os.map(o => o.value)")
-    [value] = [v for t, v in zip(texts, values, strict=True) if all(p in t for p in parts)]
+    # The select may still be on its way (a click on a link returns before the next page loads): wait for it, then
+    # read texts and values at once, so both come from the same page.
+    select.wait_for()
+    options = select.locator("option").evaluate_all("os => os.map(o => [o.textContent, o.value])")
+    [value] = [v for t, v in options if all(p in t for p in parts)]
     select.select_option(value=value)
 
 
