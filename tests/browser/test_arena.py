@@ -99,7 +99,8 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
     assert b_wins >= 5 and b_wins > a_wins
 
     # 4. results show once the arena is closed: wins, ties, both-bad, identical and losses apart, with intervals
-    page.get_by_role("link", name="Back to the task").click()
+    with page.expect_navigation():  # read the task's page, not the judging page still showing
+        page.get_by_role("link", name="Back to the task").click()
     assert page.locator("[data-results-hidden]").is_visible() and page.locator("#blind-results").count() == 0
     page.get_by_role("button", name="Close and show the results").click()
     results = page.locator("#blind-results").inner_text()

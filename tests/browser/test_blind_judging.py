@@ -51,11 +51,13 @@ def test_results_stay_hidden_until_the_arena_closes_and_identical_answers_are_ti
     page.get_by_role("navigation", name="Project").get_by_role("link", name="Arena").click()
     row = page.locator("tr", has_text=f"#{task.pk}")
     assert "shown once closed" in row.inner_text() and "anyone who may review" in row.inner_text()
-    row.get_by_role("link", name="Judge").click()
+    with page.expect_navigation():  # read the judging page, not the list still showing
+        row.get_by_role("link", name="Judge").click()
     assert "2 pairs of this task had the same response on both sides" in page.locator("main").inner_text()
     assert _judge_all(page) == 2  # the two identical pairs are never shown
     page.wait_for_selector("text=The results are shown once the task closes")
-    page.get_by_role("link", name="Back to the task").click()
+    with page.expect_navigation():
+        page.get_by_role("link", name="Back to the task").click()
     main = page.locator("main").inner_text()
     assert page.locator("[data-results-hidden]").is_visible() and "B wins" not in main and "won" not in main
     assert page.locator("#blind-progress-counts").count() == 0  # progress counts are the engineers'

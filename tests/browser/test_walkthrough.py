@@ -43,7 +43,9 @@ def pick(select, *parts: str) -> None:
 
 
 def nav(page, name: str) -> None:
-    page.get_by_role("navigation", name="Project").get_by_role("link", name=name).click()
+    # a click returns before the next page has loaded: what is read next must come from the new page
+    with page.expect_navigation():
+        page.get_by_role("navigation", name="Project").get_by_role("link", name=name).click()
 
 
 def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_proc, celery_beat_proc, stop_runs,

@@ -140,18 +140,22 @@ def rollout(model, tok, prompts: list[str], n: int, max_response_length: int, *,
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, resp_len: int,
-                   temperature: float = 1.0, with_entropy: bool = False,
-                   entropy_grad: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                   temperature: float = 1.0, with_entropy: bool = False, entropy_grad: bool = True,
+                   group: int = 1) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (and entropies) of the last `resp_len` tokens, logits divided by temperature as in VERL.
 
     Only the positions that predict response tokens go through the LM head (`logits_to_keep`): with a 49k
     vocabulary the prompt's logits would be most of the pass's memory and a good part of its time.
-    `entropy_grad=False` computes the entropy for the metrics only, outside the graph (no entropy bonus: its
-    vocabulary-wide product would otherwise be kept for, and differentiated in, the backward pass)."""
-    kwargs = {"logits_to_keep": resp_len + 1} if _keeps_logits(model) else {}
-    logits = model(input_ids=input_ids, attention_mask=attention_mask,
-                   position_ids=position_ids(attention_mask), **kwargs).logits
-    logits = logits[:, -resp_len - 1:-1, :].float() / temperature
+    `group`: rows come in groups of that many samples of one prompt (GRPO's layout); the prompt then runs once
+    per group (`_shared_prompt_logits`). `entropy_grad=False` computes the entropy for the metrics only, outside
+    the graph (no entropy bonus: its vocabulary-wide product would otherwise be kept for, and differentiated in,
+    the backward pass)."""
+    logits = _shared_prompt_logits(model, input_ids, attention_mask, resp_len, group)
+    if logits is None:
+        kwargs = {"logits_to_keep": resp_len + 1} if _keeps_logits(model) else {}
+        logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                       position_ids=position_ids(attention_mask), **kwargs).logits[:, -resp_len - 1:-1, :]
+    logits = logits.float() / temperature
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, input_ids[:, -resp_len:].unsqueeze(-1)).squeeze(-1)
     ent = None
@@ -159,6 +163,36 @@ def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
             ent = -(logp_all.exp() * logp_all).sum(-1)
     return logp, ent
+
+
+def _shared_prompt_logits(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, resp_len: int,
+                          group: int) -> torch.Tensor | None:
+    """The logits that predict the last `resp_len` tokens, each group's prompt run once: its keys and values are
+    repeated for the group's rows, which then run their responses only (gradients flow back through the
+    repeat). On SmolLM2 with 70-token prompts this cut a reference pass and an update by about a quarter, at
+    the same log-probs (float32 rounding). None when the rows do not come in groups of one prompt, or the model
+    cannot take a cache (gradient checkpointing, no `logits_to_keep`): the caller runs the plain pass."""
+    rows, width = input_ids.shape
+    plen = width - resp_len
+    if (group <= 1 or rows % group or plen < 1 or resp_len < 1 or not _keeps_logits(model)
+            or getattr(model, "is_gradient_checkpointing", False)):
+        return None
+    prompt_ids, prompt_mask = input_ids[::group, :plen], attention_mask[::group, :plen]
+    if not (torch.equal(prompt_ids.repeat_interleave(group, 0), input_ids[:, :plen])
+            and torch.equal(prompt_mask.repeat_interleave(group, 0), attention_mask[:, :plen])):
+        return None
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids(prompt_mask),
+                use_cache=True, logits_to_keep=1)
+    cache = out.past_key_values
+    if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+        return None
+    cache.batch_repeat_interleave(group)
+    first = out.logits[:, -1:, :].repeat_interleave(group, 0)  # the prompt's last position: response token 1
+    if resp_len == 1:
+        return first
+    rest = model(input_ids=input_ids[:, plen:-1], attention_mask=attention_mask[:, :-1],
+                 position_ids=position_ids(attention_mask)[:, plen:-1], past_key_values=cache, use_cache=True).logits
+    return torch.cat([first, rest], dim=1)
 
 
 def _keeps_logits(model) -> bool:

@@ -113,3 +113,60 @@ def test_the_entropy_stays_out_of_the_graph_without_an_entropy_bonus(tmp_path):
     assert logp.requires_grad and not ent.requires_grad  # metrics only: nothing kept for the backward pass
     logp2, ent2 = token_logprobs(model, ids, attn, 3, with_entropy=True)
     assert ent2.requires_grad and torch.allclose(ent, ent2.detach())
+
+
+def _grouped_rows(model, prompts: int, group: int, plen: int, rlen: int):
+    """GRPO's layout: each left-padded prompt repeated for its group's rows, then a response per row (some
+    ending early, their mask 0 after the end)."""
+    prompt = torch.randint(3, model.config.vocab_size, (prompts, plen))
+    pmask = torch.ones_like(prompt)
+    pmask[0, :3] = 0  # a left-padded prompt
+    ids = torch.cat([prompt.repeat_interleave(group, 0), torch.randint(3, model.config.vocab_size,
+                                                                       (prompts * group, rlen))], 1)
+    rmask = torch.ones(prompts * group, rlen, dtype=torch.long)
+    rmask[1, rlen // 2:] = 0  # a response that ended early
+    return ids, torch.cat([pmask.repeat_interleave(group, 0), rmask], 1)
+
+
+def test_a_groups_prompt_runs_once_with_the_same_log_probs_and_gradients(tmp_path):
+    from training import demo
+    from training.local.common import token_logprobs
+    from training.models import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(demo.build_demo_model(tmp_path / "m"))
+    model.train()
+    ids, attn = _grouped_rows(model, prompts=3, group=4, plen=8, rlen=5)
+    rows_seen = []
+    hook = model.model.embed_tokens.register_forward_hook(lambda _m, inp, _out: rows_seen.append(tuple(inp[0].shape)))
+    results = {}
+    for group in (1, 4):
+        model.zero_grad()
+        rows_seen.clear()
+        logp, ent = token_logprobs(model, ids, attn, 5, temperature=0.7, with_entropy=True, group=group)
+        (logp * attn[:, -5:]).sum().backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results[group] = (logp.detach(), ent.detach(), grads, list(rows_seen))
+    hook.remove()
+    assert results[1][3] == [(12, 13)]  # every row runs its prompt
+    assert results[4][3] == [(3, 8), (12, 4)]  # each prompt once, then the responses (the last token predicts nothing)
+    for plain, shared in zip(results[1][:3], results[4][:3], strict=True):
+        assert torch.allclose(plain, shared, atol=1e-5)
+    assert results[1][2].abs().sum() > 0
+
+
+def test_rows_that_are_not_groups_of_one_prompt_run_whole(tmp_path):
+    from training import demo
+    from training.local.common import token_logprobs
+    from training.models import load_model_and_tokenizer
+
+    model, _ = load_model_and_tokenizer(demo.build_demo_model(tmp_path / "m"))
+    ids, attn = _grouped_rows(model, prompts=2, group=2, plen=6, rlen=3)
+    ids[1, 4] = (ids[1, 4] + 1) % model.config.vocab_size  # the second row's prompt differs from its group's first
+    rows_seen = []
+    model.model.embed_tokens.register_forward_hook(lambda _m, inp, _out: rows_seen.append(tuple(inp[0].shape)))
+    with torch.no_grad():
+        plain = token_logprobs(model, ids, attn, 3)[0]
+        assert rows_seen == [(4, 9)]
+        assert torch.equal(token_logprobs(model, ids, attn, 3, group=2)[0], plain)  # the plain pass again
+        assert rows_seen == [(4, 9), (4, 9)]
+        assert token_logprobs(model, ids[:3], attn[:3], 3, group=2)[0].shape == (3, 3)  # 3 rows: not whole groups
