@@ -127,7 +127,14 @@ def rollout(model, tok, prompts: list[str], n: int, max_response_length: int, *,
     recorder = ChosenLogprobs(1.0 if greedy else temperature) if record_logprobs else None
     if recorder is not None:
         kwargs["logits_processor"] = LogitsProcessorList([recorder])
-    out = model.generate(**enc, **kwargs)
+    cache = _shared_prompt_cache(model, enc, n)
+    if cache is not None:  # the rows as generate would expand them, the prompt but its last token already run
+        kwargs.pop("num_return_sequences")
+        out = model.generate(input_ids=enc["input_ids"].repeat_interleave(n, 0),
+                             attention_mask=enc["attention_mask"].repeat_interleave(n, 0), past_key_values=cache,
+                             **kwargs)
+    else:
+        out = model.generate(**enc, **kwargs)
     model.train(was_training)
     plen = enc["input_ids"].shape[1]
     resp = out[:, plen:]
@@ -137,6 +144,22 @@ def rollout(model, tok, prompts: list[str], n: int, max_response_length: int, *,
     attn = torch.cat([enc["attention_mask"].repeat_interleave(n, 0), mask.long()], dim=1)
     logprobs = recorder.finish(out, out.shape[1] - plen) if recorder is not None else None
     return Rollout(out, attn, mask, plen, texts, logprobs)
+
+
+def _shared_prompt_cache(model, enc: dict[str, torch.Tensor], n: int):
+    """Each prompt's keys and values, but for its last token, run once and repeated for its `n` samples (generate
+    would run every sample's copy): the cache `generate` continues from. None when nothing is shared or the
+    model cannot take it."""
+    ids, mask = enc["input_ids"], enc["attention_mask"]
+    if n <= 1 or ids.shape[1] < 2 or not bool(mask[:, :-1].any(-1).all()) or not _keeps_logits(model):
+        return None  # a one-token prompt would leave a row with nothing to attend to
+    head = mask[:, :-1]
+    cache = model(input_ids=ids[:, :-1], attention_mask=head, position_ids=position_ids(head), use_cache=True,
+                  logits_to_keep=1).past_key_values
+    if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+        return None
+    cache.batch_repeat_interleave(n)
+    return cache
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, resp_len: int,

@@ -170,3 +170,22 @@ def test_rows_that_are_not_groups_of_one_prompt_run_whole(tmp_path):
         assert torch.equal(token_logprobs(model, ids, attn, 3, group=2)[0], plain)  # the plain pass again
         assert rows_seen == [(4, 9), (4, 9)]
         assert token_logprobs(model, ids[:3], attn[:3], 3, group=2)[0].shape == (3, 3)  # 3 rows: not whole groups
+
+
+def test_generation_runs_each_prompt_once_for_its_group_with_the_same_tokens(tmp_path):
+    from training import demo
+    from training.local.common import rollout
+    from training.models import load_model_and_tokenizer
+
+    model, tok = load_model_and_tokenizer(demo.build_demo_model(tmp_path / "m"))
+    prompts = ["1+2=", "12+30=", "7+8="]
+    rows_seen = []
+    model.model.embed_tokens.register_forward_hook(lambda _m, inp, _out: rows_seen.append(tuple(inp[0].shape)))
+    grouped = rollout(model, tok, prompts, 3, 4, greedy=True, record_logprobs=True)
+    width = grouped.prompt_len
+    assert rows_seen[0] == (3, width - 1) and rows_seen[1] == (9, 1)  # each prompt once, then the group's rows
+    rows_seen.clear()
+    each = rollout(model, tok, [p for p in prompts for _ in range(3)], 1, 4, greedy=True, record_logprobs=True)
+    assert rows_seen[0] == (9, width)  # one sample a prompt: nothing to share
+    assert torch.equal(grouped.input_ids, each.input_ids) and grouped.texts == each.texts
+    assert torch.allclose(grouped.logprobs, each.logprobs, atol=1e-5)
