@@ -16,7 +16,8 @@ Each leg is a child process; the parent times each step from the leg's metrics, 
 launch to the end of the first step and samples the peak RSS of the leg's whole process tree (Ray
 workers included). The first `--warmup` steps are not timed. The local leg's step is then broken down
 (generation, reference pass, update, scoring, padding), and a short probe times generation with and
-without the KV cache. Targets: local <= 0.8x TRL, VERL <= 1.5x local. The load average is printed:
+without the KV cache. Every leg runs torch on `--threads` threads (1 by default: VERL's CPU workers run one).
+Targets: local <= 0.8x TRL, VERL <= 1.5x local. The load average is printed:
 the machine is shared, so compare the legs of one run, not runs.
 """
 from __future__ import annotations
@@ -119,14 +120,16 @@ def app_leg(leg: str, model: Path, work: Path, args) -> dict:
     adir = RunDir(run).attempt(1).path
     write_json(adir / "launch.json", plan.to_json())
     argv = [sys.executable, "-m", "training.supervisor", "--attempt-dir", str(adir)]
-    return run_leg(leg, argv, {"PYTHONPATH": str(ROOT)}, str(ROOT), adir / "metrics.jsonl",
+    env = {"PYTHONPATH": str(ROOT), "RLHF_TORCH_THREADS": str(args.threads)}  # VERL's workers: one each (its plan)
+    return run_leg(leg, argv, env, str(ROOT), adir / "metrics.jsonl",
                    args.warmup + args.steps, work / f"{leg}.log", args.leg_timeout)
 
 
 def trl_leg(model: Path, work: Path, args) -> dict:
     metrics = work / "trl-metrics.jsonl"
     argv = [sys.executable, str(Path(__file__).resolve()), "--trl-child", str(metrics), "--models", args.models,
-            *[f"--{k}={getattr(args, k)}" for k in ("steps", "warmup", "prompts", "group", "response", "lr", "kl")]]
+            *[f"--{k}={getattr(args, k)}" for k in ("steps", "warmup", "prompts", "group", "response", "lr", "kl",
+                                                    "threads")]]
     return run_leg("trl", argv, {}, str(work), metrics, args.warmup + args.steps, work / "trl.log",
                    args.leg_timeout)
 
@@ -140,10 +143,9 @@ def trl_child(args) -> None:
     from verl.utils.reward_score import gsm8k
 
     from training import wordproblems
-    from training.local.common import free_cores
     from training.models import load_tokenizer
 
-    torch.set_num_threads(free_cores())  # the local backend's choice for a model of this size (set_threads)
+    torch.set_num_threads(args.threads)  # as the local leg
     model = smollm2_model(args)
     train, _ = wordproblems.generate(2000, 0, 0)
     data = Dataset.from_list([{"prompt": r["prompt"], "ground_truth": r["ground_truth"]} for r in train])
@@ -256,6 +258,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-6)
     ap.add_argument("--kl", type=float, default=0.02)
     ap.add_argument("--legs", default="local,trl,verl")
+    # The same for every leg: left to free_cores(), a leg started on an idle machine took both cores and the next,
+    # started while the load average still counted the first, one. VERL's CPU workers run one thread (its plan).
+    ap.add_argument("--threads", type=int, default=1, help="torch threads of the local and TRL legs")
     ap.add_argument("--leg-timeout", type=float, default=3600, help="seconds before a leg is stopped as failed")
     ap.add_argument("--no-probe", action="store_true", help="skip the KV-cache probe")
     ap.add_argument("--keep", help="keep the legs' run folders and logs here")
@@ -266,7 +271,8 @@ def main() -> None:
     work = Path(args.keep or tempfile.mkdtemp(prefix="bench-real-"))
     work.mkdir(parents=True, exist_ok=True)
     model = smollm2_model(args)
-    print(f"load average at the start {load_average()}; legs and logs in {work}", flush=True)
+    print(f"load average at the start {load_average()}; {args.threads} torch thread(s) a leg; legs and logs in {work}",
+          flush=True)
     results, failed = {}, {}
     for leg in args.legs.split(","):
         t0 = time.time()
