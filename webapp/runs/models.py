@@ -114,7 +114,9 @@ class JobAttempt(models.Model):
 class MetricPoint(models.Model):
     """One value of one metric at one step; ingest is idempotent through the unique key."""
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_points")
+    # No index of its own: both indexes below lead with the job. A lone job index misled PostgreSQL into scanning
+    # a whole run for a live poll's `step > last` (20 ms instead of 0.3 ms on a 2,000-step run of 150 metrics).
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="metric_points", db_index=False)
     step = models.IntegerField()
     name = models.CharField(max_length=128)
     value = models.FloatField(null=True)  # NaN is stored as NULL (VERL's file logger writes null)
