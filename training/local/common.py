@@ -151,15 +151,24 @@ def _shared_prompt_cache(model, enc: dict[str, torch.Tensor], n: int):
     would run every sample's copy): the cache `generate` continues from. None when nothing is shared or the
     model cannot take it."""
     ids, mask = enc["input_ids"], enc["attention_mask"]
-    if n <= 1 or ids.shape[1] < 2 or not bool(mask[:, :-1].any(-1).all()) or not _keeps_logits(model):
+    if ids.shape[1] < 2 or not bool(mask[:, :-1].any(-1).all()):
         return None  # a one-token prompt would leave a row with nothing to attend to
-    head = mask[:, :-1]
-    cache = model(input_ids=ids[:, :-1], attention_mask=head, position_ids=position_ids(head), use_cache=True,
-                  logits_to_keep=1).past_key_values
-    if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+    out = _prompts_once(model, ids[:, :-1], mask[:, :-1], n)
+    return None if out is None else out.past_key_values
+
+
+def _prompts_once(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, n: int):
+    """The model's output on one row per prompt (the LM head on the last position only), its cache repeated for
+    the `n` rows of each prompt. None when there is nothing to share or the model cannot take a cache
+    (gradient checkpointing, no `logits_to_keep`)."""
+    if n <= 1 or not _keeps_logits(model) or getattr(model, "is_gradient_checkpointing", False):
         return None
-    cache.batch_repeat_interleave(n)
-    return cache
+    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids(prompt_mask),
+                use_cache=True, logits_to_keep=1)
+    if out.past_key_values is None or not hasattr(out.past_key_values, "batch_repeat_interleave"):
+        return None
+    out.past_key_values.batch_repeat_interleave(n)
+    return out
 
 
 def token_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor, resp_len: int,
@@ -197,24 +206,21 @@ def _shared_prompt_logits(model, input_ids: torch.Tensor, attention_mask: torch.
     cannot take a cache (gradient checkpointing, no `logits_to_keep`): the caller runs the plain pass."""
     rows, width = input_ids.shape
     plen = width - resp_len
-    if (group <= 1 or rows % group or plen < 1 or resp_len < 1 or not _keeps_logits(model)
-            or getattr(model, "is_gradient_checkpointing", False)):
+    if group <= 1 or rows % group or plen < 1 or resp_len < 1:
         return None
     prompt_ids, prompt_mask = input_ids[::group, :plen], attention_mask[::group, :plen]
     if not (torch.equal(prompt_ids.repeat_interleave(group, 0), input_ids[:, :plen])
             and torch.equal(prompt_mask.repeat_interleave(group, 0), attention_mask[:, :plen])):
         return None
-    out = model(input_ids=prompt_ids, attention_mask=prompt_mask, position_ids=position_ids(prompt_mask),
-                use_cache=True, logits_to_keep=1)
-    cache = out.past_key_values
-    if cache is None or not hasattr(cache, "batch_repeat_interleave"):
+    out = _prompts_once(model, prompt_ids, prompt_mask, group)
+    if out is None:
         return None
-    cache.batch_repeat_interleave(group)
     first = out.logits[:, -1:, :].repeat_interleave(group, 0)  # the prompt's last position: response token 1
     if resp_len == 1:
         return first
     rest = model(input_ids=input_ids[:, plen:-1], attention_mask=attention_mask[:, :-1],
-                 position_ids=position_ids(attention_mask)[:, plen:-1], past_key_values=cache, use_cache=True).logits
+                 position_ids=position_ids(attention_mask)[:, plen:-1], past_key_values=out.past_key_values,
+                 use_cache=True).logits
     return torch.cat([first, rest], dim=1)
 
 

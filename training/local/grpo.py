@@ -110,8 +110,6 @@ class GRPOTrainer:
         # What construction reads from the settings, first: the loss's settings (kl_coef among them), the lengths
         # and the files. The loading below (loop.Runtime) is handed these values and nothing comes back to them.
         self.micro = hp.micro_batch_size or hp.batch_size * hp.group_size
-        # a micro-batch of whole groups runs each prompt once (token_logprobs); otherwise every row runs it
-        self.group = hp.group_size if self.micro % hp.group_size == 0 else 1
         self.cfg = actor_config(hp, hp.group_size, self.micro)
         self.lora = job.lora_rank > 0
         self.use_kl = self.cfg.use_kl_loss  # kl_coef 0: no KL term, so no reference model is loaded
@@ -171,7 +169,7 @@ class GRPOTrainer:
             t = time.perf_counter()
             with torch.no_grad(), self.reference() as ref, self.rt.autocast():
                 ref_logp = torch.cat([token_logprobs(ref, ro.input_ids[s], ro.attention_mask[s], rl,
-                                                     hp.temperature, group=self.group)[0]
+                                                     hp.temperature, group=hp.group_size)[0]
                                       for s in self._chunks(len(scores))])
             times["timing_s/ref"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -185,7 +183,7 @@ class GRPOTrainer:
         for s in chunks:
             with self.rt.autocast():
                 logp, ent = token_logprobs(self.model, ro.input_ids[s], ro.attention_mask[s], rl, hp.temperature,
-                                           with_entropy=True, entropy_grad=hp.entropy_coeff != 0, group=self.group)
+                                           with_entropy=True, entropy_grad=hp.entropy_coeff != 0, group=hp.group_size)
             policy_logp.append(logp.detach().float())
             policy_ent.append(ent.detach().float())
             # One update per batch: the rollout policy is the current one, so old = current (ratio 1).
