@@ -23,6 +23,7 @@ from webapp.core.text import count
 from webapp.datasets import ingest
 from webapp.datasets.models import Dataset, DatasetRow, DatasetVersion, QualityReport, ReportStatus, VersionStatus
 from webapp.datasets.quality import ALGORITHM
+from webapp.datasets.shapes import stored_value
 
 _DUMP = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 _DROP_TABLE = "wb_derive_drop"
@@ -54,11 +55,13 @@ def _content(version_id: int) -> tuple[str, array, dict[str, int]]:
     prefixes = array("Q")
     sources: dict[str, int] = {}
     fields = ("index", "prompt", "chosen", "rejected", "ground_truth", "data_source", "ability", "extra_info",
-              "row_hash")
+              "row_hash", "prompt_text", "chosen_text", "rejected_text")
     last = -1
     base = DatasetRow.objects.filter(version_id=version_id).order_by("index").values_list(*fields)
     while rows := list(base.filter(index__gt=last)[:5000]):
-        for _, prompt, chosen, rejected, truth, source, ability, extra, row_hash in rows:
+        for _, prompt, chosen, rejected, truth, source, ability, extra, row_hash, *texts in rows:
+            prompt, chosen, rejected = (stored_value(v, t) for v, t in zip((prompt, chosen, rejected), texts,
+                                                                          strict=True))
             parts = (orjson.dumps(prompt, option=_DUMP), orjson.dumps(chosen, option=_DUMP),
                      orjson.dumps(rejected, option=_DUMP), truth.encode(), source.encode(), ability.encode(),
                      orjson.dumps(extra, option=_DUMP, default=str))

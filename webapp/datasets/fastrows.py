@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from webapp.datasets.shapes import _DUMP, SPLIT_VALUES, Row, RowError, Shape, _extra
+from webapp.datasets.shapes import _DUMP, SPLIT_VALUES, Row, RowError, Shape, _extra, stored_json
 
 PlainNormalizer = Callable[[dict[str, Any]], "Row | None"]
 _sha256 = hashlib.sha256
@@ -25,7 +25,12 @@ _dumps = orjson.dumps
 
 def _plain(value: Any) -> bool:
     """Non-blank text that is not a message list written as JSON text (those take the full path)."""
-    return type(value) is str and value != "" and not value.isspace() and not value.lstrip().startswith("[{")
+    if type(value) is not str or value == "":
+        return False
+    first = value[0]
+    if first == "[" or first.isspace():  # rare: only then look past the leading blanks (lstrip copies the text)
+        return not value.isspace() and not value.lstrip().startswith("[{")
+    return True
 
 
 def plain_normalizer(shape: Shape, max_chars: int) -> PlainNormalizer | None:
@@ -125,9 +130,7 @@ def _row(prompt: str, chosen: str | None, rejected: str | None, ground_truth: st
     return Row(prompt=prompt, chosen=chosen, rejected=rejected, ground_truth=ground_truth,
                data_source=data_source, ability=ability, extra_info=extra, split=split, prompt_text=prompt,
                chosen_text=chosen or "", rejected_text=rejected or "", row_hash=_sha256(pair).hexdigest(),
-               json={"prompt": prompt_json.decode(), "chosen": chosen_json.decode(),
-                     "rejected": rejected_json.decode(), "extra_info": extra_json.decode()},
-               canonical=canonical, raw={"prompt": prompt_json, "chosen": chosen_json,
+               json=None, canonical=canonical, raw={"prompt": prompt_json, "chosen": chosen_json,
                                          "rejected": rejected_json, "extra_info": extra_json})
 
 
@@ -171,13 +174,13 @@ def copy_line(version_id: int, index: int, source_line: int, split: str, row: Ro
         fast = _copy_line_bytes(version_id, index, source_line, split, row, raw)
         if fast is not None:
             return fast
-    j = row.json
+    j = row.json_texts()
     texts = "\x00".join((row.data_source, row.ability, row.ground_truth, row.prompt_text, row.chosen_text,
                          row.rejected_text))
     texts = _escape(texts).replace("\x00", "\t")
-    prompt = j["prompt"].replace("\\", "\\\\") if row.prompt is not None else "\\N"
-    chosen = j["chosen"].replace("\\", "\\\\") if row.chosen is not None else "\\N"
-    rejected = j["rejected"].replace("\\", "\\\\") if row.rejected is not None else "\\N"
+    prompt = _json_field(row.prompt, row.prompt_text, j["prompt"])
+    chosen = _json_field(row.chosen, row.chosen_text, j["chosen"])
+    rejected = _json_field(row.rejected, row.rejected_text, j["rejected"])
     return (f"{version_id}\t{index}\t{source_line}\t{split}\t{len(row.prompt_text)}\t{len(row.chosen_text)}\t"
             f"{len(row.rejected_text)}\t{row.row_hash}\t{texts}\t{prompt}\t{chosen}\t{rejected}\t"
             f"{j['extra_info'].replace(chr(92), chr(92) * 2)}\n").encode()
@@ -194,5 +197,16 @@ def _copy_line_bytes(version_id: int, index: int, source_line: int, split: str, 
     meta = _escape("\x00".join((row.data_source, row.ability, row.ground_truth))).replace("\x00", "\t")
     head = (f"{version_id}\t{index}\t{source_line}\t{split}\t{len(row.prompt_text)}\t{len(row.chosen_text)}\t"
             f"{len(row.rejected_text)}\t{row.row_hash}\t{meta}\t").encode()
-    return b"".join((head, prompt[0], b"\t", chosen[0], b"\t", rejected[0], b"\t", prompt[1], b"\t", chosen[1],
-                     b"\t", rejected[1], b"\t", raw["extra_info"].replace(b"\\", b"\\\\"), b"\n"))
+    # A plain non-empty string's JSON column is NULL: its text column holds it (`shapes.stored_json`).
+    return b"".join((head, prompt[0], b"\t", chosen[0], b"\t", rejected[0], b"\t", _json_or_null(prompt), b"\t",
+                     _json_or_null(chosen), b"\t", _json_or_null(rejected), b"\t",
+                     raw["extra_info"].replace(b"\\", b"\\\\"), b"\n"))
+
+
+def _json_or_null(fields: tuple[bytes, bytes]) -> bytes:
+    """The JSON column of a fast-path string (`_fields`): NULL unless the string is empty."""
+    return b"\\N" if fields[0] else fields[1]
+
+
+def _json_field(value, text: str, js: str) -> str:
+    return "\\N" if stored_json(value, text) is None else js.replace("\\", "\\\\")

@@ -223,7 +223,7 @@ class _JsonLinesReader:
                 self.pos += len(raw)
                 if lineno == 1 and raw.startswith(codecs.BOM_UTF8):
                     raw = raw[3:]
-                if not raw.strip():
+                if raw[:1] <= b" " and not raw.strip():  # blank (strip copies the line: only when it may be blank)
                     continue
                 number += 1
                 try:

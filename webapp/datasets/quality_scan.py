@@ -16,6 +16,7 @@ from webapp.datasets.models import DatasetRow, DatasetVersion
 from webapp.datasets.quality import ALGORITHM, contamination, languages, pairs, task_types
 from webapp.datasets.quality.near_dups import NearDuplicates, drop_all_but_first
 from webapp.datasets.quality.near_dups import rule as near_dup_rule
+from webapp.datasets.shapes import stored_value
 
 Progress = Callable[[float, str], None]
 CHUNK = 2000
@@ -78,7 +79,8 @@ def scan(version: DatasetVersion, *, eval_versions: list[DatasetVersion], ngram:
     for rows in iter_chunks(version.pk, _FIELDS):
         texts = []
         for index, prompt, prompt_text, chosen, rejected, source, ability, row_hash in rows:
-            kind = task_types.classify(prompt, prompt_text, ability=ability, data_source=source)
+            kind = task_types.classify(stored_value(prompt, prompt_text), prompt_text, ability=ability,
+                                       data_source=source)
             types[kind] += 1
             if len(type_examples.setdefault(kind, [])) < 5:
                 type_examples[kind].append(index)

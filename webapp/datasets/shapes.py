@@ -49,6 +49,27 @@ SPLIT_VALUES = {"train": "train", "training": "train", "val": "val", "valid": "v
 _DUMP = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
 
 
+TEXT_STORED_FIELDS = ("prompt", "chosen", "rejected")
+
+
+def stored_value(stored, text: str):
+    """A row's prompt, chosen or rejected from its JSON column and its text column (see `models.DatasetRow.prompt`)."""
+    return stored if stored is not None else (text or None)
+
+
+def restore_stored(record: dict[str, Any]) -> dict[str, Any]:
+    """Fill in a `values()` record's prompt, chosen and rejected where it also holds their text columns."""
+    for name in TEXT_STORED_FIELDS:
+        if name in record and f"{name}_text" in record:
+            record[name] = stored_value(record[name], record[f"{name}_text"])
+    return record
+
+
+def stored_json(value, text: str):
+    """What a row's JSON column holds for `value`: NULL when the text column already holds it."""
+    return None if type(value) is str and value and value == text else value
+
+
 class RowError(ValueError):
     """One row cannot be imported; the message is the reason shown in the report."""
 
@@ -86,10 +107,16 @@ class Row:
     rejected_text: str
     row_hash: str
     # Serialised once: stored as-is by the PostgreSQL COPY path, and hashed into the version's content hash.
-    json: dict[str, str]
+    # None when the fast path made the row: `json_texts()` decodes `raw` if a writer needs it.
+    json: dict[str, str] | None
     canonical: bytes
     # The same JSON as bytes, when the fast path made it (`fastrows`): COPY lines are built from these.
     raw: dict[str, bytes] | None = field(default=None, compare=False, repr=False)
+
+    def json_texts(self) -> dict[str, str]:
+        if self.json is None:
+            self.json = {k: v.decode() for k, v in self.raw.items()}
+        return self.json
 
 
 def parse_column_map(text: str) -> dict[str, str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from django.utils import timezone
 
 from webapp.core.services import ApplicationError
-from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus
+from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus, restore_stored
 from webapp.review.models import ResponseEdit, State
 from webapp.review.render import apply_edit, response_text
 
@@ -85,9 +85,10 @@ def training_rows(version: DatasetVersion, *, include_unreviewed: bool = False) 
     ranges = {name: _Ranges() for name in ("included", *EXCLUSION_REASONS, "swapped", "edited")}
     included_unreviewed = 0
     fields = ("id", "split", "prompt", "chosen", "rejected", "data_source", "pair_state__state",
-              "pair_state__final_swap")
+              "pair_state__final_swap", "prompt_text", "chosen_text", "rejected_text")
     for r in (DatasetRow.objects.filter(version=version).order_by("index").values(*fields)
               .iterator(chunk_size=2000)):
+        restore_stored(r)
         state = r["pair_state__state"] or State.UNREVIEWED  # no state row yet: nobody reviewed it
         if state != State.APPROVED and not (state == State.UNREVIEWED and include_unreviewed):
             excluded[state] += 1
@@ -130,8 +131,10 @@ def _prompt_rows(version: DatasetVersion) -> TrainingSelection:
     rows: list[dict] = []
     splits: list[str] = []
     ranges = _Ranges()
-    fields = ("id", "split", "prompt", "ground_truth", "data_source", "ability", "extra_info", "chosen")
+    fields = ("id", "split", "prompt", "ground_truth", "data_source", "ability", "extra_info", "chosen",
+              "prompt_text", "chosen_text")
     for r in DatasetRow.objects.filter(version=version).order_by("index").values(*fields).iterator(chunk_size=2000):
+        restore_stored(r)
         # A prompt set has no chosen response as a rule; when it carries one it is the win-rate reference.
         reference = response_text(r["chosen"]) if r["chosen"] else None
         rows.append({"prompt": r["prompt"], "ground_truth": r["ground_truth"], "data_source": r["data_source"],

@@ -29,7 +29,7 @@ from webapp.core.queue import ZERO_SIGNAL, enqueue
 from webapp.core.services import ApplicationError
 from webapp.core.text import count
 from webapp.datasets.cleaning import version_derive
-from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus
+from webapp.datasets.models import DatasetKind, DatasetRow, DatasetVersion, VersionStatus, stored_value
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardVersion
 from webapp.runs.models import Checkpoint, CheckpointStatus, ZeroSignalRun, ZeroSignalStatus
@@ -145,10 +145,11 @@ def _write_prompts(run: ZeroSignalRun, path: Path) -> int:
     if run.params.get("rows") is not None:
         rows = [{"index": i, **row} for i, row in enumerate(run.params["rows"])]  # a row's own index comes after
     else:
-        rows = ({"index": index, "prompt": prompt, "ground_truth": truth, "data_source": source,
+        rows = ({"index": index, "prompt": stored_value(prompt, text), "ground_truth": truth, "data_source": source,
                  "extra_info": extra or {}}
-                for index, prompt, truth, source, extra in DatasetRow.objects.filter(version=run.version)
-                .order_by("index").values_list("index", "prompt", "ground_truth", "data_source", "extra_info")
+                for index, prompt, text, truth, source, extra in DatasetRow.objects.filter(version=run.version)
+                .order_by("index").values_list("index", "prompt", "prompt_text", "ground_truth", "data_source",
+                                               "extra_info")
                 [:run.params["max_prompts"]].iterator(chunk_size=2000))
     count = 0
     with path.open("w", encoding="utf-8") as fh:
