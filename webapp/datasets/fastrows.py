@@ -146,19 +146,16 @@ def _escape(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
 
 
-def _fields(js: bytes) -> tuple[bytes, bytes] | None:
-    """(the COPY text of a JSON string's text, the COPY field of the JSON itself), or None.
+def _copy_text(js: bytes) -> bytes | None:
+    """The COPY text of a JSON string's text, or None.
 
     A JSON string's body is already COPY text (\\\\ \\n \\r \\t \\b \\f mean the same in both, and COPY reads \\" as
-    "), unless it holds a \\uXXXX escape (a control character), which COPY does not know: None then. The
-    JSON, holding no raw control characters, only needs its backslashes doubled. Most text has no
-    backslash at all, which one memchr finds (`in` with a two-byte needle costs ten times more).
+    "), unless it holds a \\uXXXX escape (a control character), which COPY does not know: None then. Most text
+    has no backslash at all, which one memchr finds (`in` with a two-byte needle costs ten times more).
     """
-    if js.find(b"\\") < 0:
-        return js[1:-1], js
-    if js.find(b"\\u") >= 0:
+    if js.find(b"\\") >= 0 and js.find(b"\\u") >= 0:
         return None
-    return js[1:-1], js.replace(b"\\", b"\\\\")
+    return js[1:-1]
 
 
 def copy_line(version_id: int, index: int, source_line: int, split: str, row: Row) -> bytes:
@@ -188,24 +185,20 @@ def copy_line(version_id: int, index: int, source_line: int, split: str, row: Ro
 
 def _copy_line_bytes(version_id: int, index: int, source_line: int, split: str, row: Row,
                      raw: dict[str, bytes]) -> bytes | None:
-    prompt = _fields(raw["prompt"])
-    pair = row.chosen is not None
-    chosen = _fields(raw["chosen"]) if pair else (b"", b"\\N")
-    rejected = _fields(raw["rejected"]) if pair else (b"", b"\\N")
+    prompt = _copy_text(raw["prompt"])
+    if row.chosen is not None:
+        chosen, rejected = _copy_text(raw["chosen"]), _copy_text(raw["rejected"])
+    else:
+        chosen = rejected = b""
     if prompt is None or chosen is None or rejected is None:
         return None
     meta = _escape("\x00".join((row.data_source, row.ability, row.ground_truth))).replace("\x00", "\t")
     head = (f"{version_id}\t{index}\t{source_line}\t{split}\t{len(row.prompt_text)}\t{len(row.chosen_text)}\t"
             f"{len(row.rejected_text)}\t{row.row_hash}\t{meta}\t").encode()
-    # A plain non-empty string's JSON column is NULL: its text column holds it (`shapes.stored_json`).
-    return b"".join((head, prompt[0], b"\t", chosen[0], b"\t", rejected[0], b"\t", _json_or_null(prompt), b"\t",
-                     _json_or_null(chosen), b"\t", _json_or_null(rejected), b"\t",
+    # Fast-path strings are never empty, so their JSON columns are NULL: the text columns hold them
+    # (`shapes.stored_json`).
+    return b"".join((head, prompt, b"\t", chosen, b"\t", rejected, b"\t\\N\t\\N\t\\N\t",
                      raw["extra_info"].replace(b"\\", b"\\\\"), b"\n"))
-
-
-def _json_or_null(fields: tuple[bytes, bytes]) -> bytes:
-    """The JSON column of a fast-path string (`_fields`): NULL unless the string is empty."""
-    return b"\\N" if fields[0] else fields[1]
 
 
 def _json_field(value, text: str, js: str) -> str:
