@@ -23,9 +23,10 @@ _sha256 = hashlib.sha256
 _dumps = orjson.dumps
 
 
-def _plain(value: Any) -> bool:
-    """Non-blank text that is not a message list written as JSON text (those take the full path)."""
-    if type(value) is not str or value == "":
+def _plain_within(value: Any, max_chars: int) -> bool:
+    """Non-blank text of at most `max_chars` that is not a message list written as JSON text (those take the
+    full path)."""
+    if type(value) is not str or value == "" or len(value) > max_chars:
         return False
     first = value[0]
     if first == "[" or first.isspace():  # rare: only then look past the leading blanks (lstrip copies the text)
@@ -73,10 +74,6 @@ def plain_normalizer(shape: Shape, max_chars: int) -> PlainNormalizer | None:
         return _row(prompt, chosen, rejected, ground_truth, data_source, ability, split, *extra)
 
     return plain_row
-
-
-def _plain_within(value: Any, max_chars: int) -> bool:
-    return _plain(value) and len(value) <= max_chars
 
 
 def _plain_ground_truth(value: Any, mapped: bool, max_chars: int) -> str | None:
