@@ -333,6 +333,9 @@ def main() -> None:
     from webapp.core.models import Project
 
     setup_test_environment()  # the test client's allowed host; nothing else changes
+    from webapp.core.startup import freeze_startup_heap
+
+    freeze_startup_heap()  # as a web process does once started (webapp/wsgi.py)
     viewer = get_user_model().objects.get(username="scale-viewer")
     results: dict[str, list[dict]] = {}
     for scale in args.scales.split(","):

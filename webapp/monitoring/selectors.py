@@ -305,24 +305,28 @@ def checkpoint_rows(job: Job, metric_keys: list[str], offset: int = 0,
 
     ordered = Checkpoint.objects.filter(job=job).order_by("-step")
     ordered = ordered[offset:offset + limit] if limit is not None else ordered[offset:]
+    # Into plain lists (`to_attr`): reading a prefetched relation through its manager built a manager and a
+    # queryset per checkpoint and relation, about a third of the API's time at 200 checkpoints.
     ckpts = list(ordered.prefetch_related(
-        Prefetch("evaluations", queryset=CheckpointEvaluation.objects.order_by("-created_at", "-id")),
+        Prefetch("evaluations", queryset=CheckpointEvaluation.objects.order_by("-created_at", "-id"),
+                 to_attr="evaluations_newest_first"),
         Prefetch("blind_tasks", queryset=BlindTask.objects.exclude(source=BlindSource.ARENA)
-                 .order_by("-created_at", "-id")),
-        Prefetch("exports", queryset=CheckpointExport.objects.order_by("-created_at", "-id"))))
+                 .order_by("-created_at", "-id"), to_attr="human_evals_newest_first"),
+        Prefetch("exports", queryset=CheckpointExport.objects.order_by("-created_at", "-id"),
+                 to_attr="exports_newest_first")))
     at = values_at_steps(job, metric_keys, [c.step for c in ckpts])
     active_id = project_active_checkpoint_id(job.project)
     users = checkpoint_users(job)
     rows = []
     for c in ckpts:
         metrics = {k: at[c.step].get(k, (c.metrics or {}).get(k)) for k in metric_keys}
-        evals = list(c.evaluations.all())
+        evals = c.evaluations_newest_first
         latest_exports: dict[str, Any] = {}
-        for export in c.exports.all():  # newest first: the latest of each variant
+        for export in c.exports_newest_first:  # the latest of each variant
             latest_exports.setdefault(export.variant, export)
         rows.append({"checkpoint": c, "metrics": metrics, "is_active": c.pk == active_id,
                      "children": users.get(c.pk, []), "evaluation": evals[0] if evals else None,
-                     "human_evals": list(c.blind_tasks.all()), "exports": list(latest_exports.values()),
+                     "human_evals": c.human_evals_newest_first, "exports": list(latest_exports.values()),
                      "available": c.status == CheckpointStatus.AVAILABLE})
     return rows
 
