@@ -29,13 +29,13 @@ def test_switching_to_smollm2_offers_the_settings_made_for_it(page, live_server,
     choose(page, "Dataset version", "sum-prompts")
     choose(page, "Base model", "tiny")
     page.get_by_label("exact-match weight").fill("1")
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=60_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
     box = page.locator("#model-fit")
     assert box.is_hidden()  # the demo preset on the toy model: nothing to say
 
     page.get_by_label("Sampling temperature").fill("0.7")  # the user's own value is theirs
     choose(page, "Base model", "smollm2")
-    box.wait_for(state="visible", timeout=60_000)
+    box.wait_for(state="visible")
     text = page.inner_text("#model-fit-text")
     assert "The preset demo-cpu was made for the demo's tiny models" in text
     assert "smollm2-135m-instruct has 135M parameters and a context of 8,192 tokens" in text
@@ -53,14 +53,14 @@ def test_switching_to_smollm2_offers_the_settings_made_for_it(page, live_server,
     assert float(page.get_by_label("Learning rate").input_value()) == 1e-6
     assert page.get_by_label("Max prompt length (tokens)").input_value() == "192"
     assert page.get_by_label("Max response length (tokens)").input_value() == "128"
-    box.wait_for(state="hidden", timeout=60_000)  # the preset now fits the model
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=60_000)
+    box.wait_for(state="hidden")  # the preset now fits the model
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
 
     choose(page, "Base model", "tiny")  # back to the toy: SmolLM2's lengths pass its 32-token context
-    box.wait_for(state="visible", timeout=60_000)
+    box.wait_for(state="visible")
     text = page.inner_text("#model-fit-text")
     assert "The preset smollm2-cpu was made for SmolLM2-135M-Instruct" in text
     assert "The max sequence length 320 is longer than its context" in text
     page.get_by_role("button", name="Use demo-cpu's settings").click()
     assert page.get_by_label("Max sequence length (tokens)").input_value() == "16"
-    box.wait_for(state="hidden", timeout=60_000)
+    box.wait_for(state="hidden")

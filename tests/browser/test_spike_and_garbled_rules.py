@@ -27,9 +27,9 @@ def test_add_the_spike_and_garbled_rules_and_see_them_on_the_run_page(page, live
     rules.get_by_label("kl_spike: on restore, new seed").check()
     rules.get_by_label("garbled_output", exact=True).check()
     rules.get_by_label("garbled_output threshold").fill("0.3")
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=120_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
     page.get_by_role("button", name="Launch without review").click()
-    page.wait_for_url(re.compile(r"/jobs/\d+/$"), timeout=120_000)
+    page.wait_for_url(re.compile(r"/jobs/\d+/$"))
 
     job = Job.objects.exclude(pk=seeded.job.pk).get(project=project)
     by_name = {r.name: r for r in parse_rules(job.config["guard_rules"])}
@@ -44,9 +44,9 @@ def test_add_the_spike_and_garbled_rules_and_see_them_on_the_run_page(page, live
     page.reload()
     page.get_by_role("tab", name=re.compile("History")).click()
     summary = page.locator('[data-rule-summary="kl_spike"]')
-    summary.wait_for(timeout=120_000)
+    summary.wait_for()
     assert "4 standard deviations above its last 20 values" in summary.inner_text()
     assert "restore (new seed, at most 2×)" in summary.inner_text()
     assert "garbled/share above 0.3" in page.locator('[data-rule-summary="garbled_output"]').inner_text()
     page.get_by_role("tab", name="Curves").click()
-    page.get_by_text("Garbled output (share of responses)").wait_for(timeout=120_000)
+    page.get_by_text("Garbled output (share of responses)").wait_for()

@@ -77,7 +77,7 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     main = page.locator("main").inner_text()
     assert "Near-duplicates" in main or "near-duplicate" in main
     shot(page, "quality-report")
-    with page.expect_navigation(url="**/v2/", timeout=60_000):
+    with page.expect_navigation(url="**/v2/"):
         page.click("#clean-submit")
     v2 = DatasetVersion.objects.get(dataset=prefs.dataset, number=2)
     assert 0 < v2.row_count < prefs.row_count
@@ -91,7 +91,7 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     page.keyboard.press("l")  # the dataset's labels, which "approve as labelled" needs
     for key, index in (("1", "1"), ("2", "2"), ("a", "3")):
         page.keyboard.press(key)
-        expect(page.locator("#rv-index")).to_have_text(index, timeout=30_000)
+        expect(page.locator("#rv-index")).to_have_text(index)
     assert page.locator("#rv-progress").inner_text().startswith("3 done")
     assert page.evaluate("window.__sameDocument") is True
 
@@ -120,7 +120,7 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     page.get_by_label("Max steps").fill(str(MAX_STEPS))
     page.get_by_label("Save a checkpoint every N steps").fill(str(SAVE_FREQ))
     page.get_by_label("Validate every N steps").fill(str(SAVE_FREQ))
-    page.wait_for_selector("#preview-status:has-text('Ready to launch')", timeout=60_000)
+    page.wait_for_selector("#preview-status:has-text('Ready to launch')")
     page.get_by_role("button", name="Review the configuration").click()
     page.wait_for_selector("text=Review before launch")
     expect(page.locator("#lengths-budget")).to_be_visible()  # the length pre-flight
@@ -140,8 +140,8 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     page.wait_for_function(f"({REWARD_POINTS_JS})() >= {MAX_STEPS}", timeout=WORKER_MS)
     assert page.evaluate("window.__sameDocument") is True
     page.wait_for_selector("#job-state:has-text('succeeded')", timeout=WORKER_MS)
-    page.get_by_role("button", name="Cancel", exact=True).wait_for(state="detached", timeout=60_000)
-    page.get_by_role("tab", name=re.compile(r"Checkpoints \([1-9]")).wait_for(timeout=60_000)
+    page.get_by_role("button", name="Cancel", exact=True).wait_for(state="detached")
+    page.get_by_role("tab", name=re.compile(r"Checkpoints \([1-9]")).wait_for()
     shot(page, "run-finished")
 
     # 7. re-score the stored samples with exact-match (no generation): old vs new per sample
@@ -169,8 +169,8 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     assert f"rolled back from #{run.pk} at step {SAVE_FREQ}" in page.locator("main").inner_text()
     page.wait_for_selector("#job-state:has-text('succeeded')", timeout=WORKER_MS)
     # the page reloads itself once the run ends: the reload has happened once Cancel is gone
-    page.get_by_role("button", name="Cancel", exact=True).wait_for(state="detached", timeout=60_000)
-    page.wait_for_function(f"({REWARD_FIRST_STEP_JS})() === {SAVE_FREQ + 1}", timeout=60_000)  # continues at 11
+    page.get_by_role("button", name="Cancel", exact=True).wait_for(state="detached")
+    page.wait_for_function(f"({REWARD_FIRST_STEP_JS})() === {SAVE_FREQ + 1}")  # continues at 11
 
     # Compare with other runs: the parent and its child, the settings that differ named
     page.get_by_role("navigation", name="This run").get_by_role("link", name="Compare with other runs").click()
@@ -210,7 +210,7 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
         page.keyboard.press("3" if judged % 2 else "1")
         page.wait_for_function("([id, url]) => { const el = document.getElementById('he-item'); "
                                "return location.href !== url || !el || el.dataset.pair !== id; }",
-                               arg=[pair, url], timeout=60_000)
+                               arg=[pair, url])
         page.wait_for_function(ready)
         judged += 1
     assert judged == arena.pairs.filter(identical=False).count()
