@@ -172,19 +172,16 @@ def row_dict(row: DatasetRow) -> dict[str, Any]:
             "split": row.split, "index": row.index}
 
 
-def iter_row_dicts(version: DatasetVersion, chunk: int = 2000, fields: tuple[str, ...] | None = None
-                   ) -> Iterator[dict[str, Any]]:
+def iter_row_dicts(version: DatasetVersion, chunk: int = 2000) -> Iterator[dict[str, Any]]:
     """Every row of a version in order, read in keyset chunks (bounded memory at any size)."""
     last = -1
     base = DatasetRow.objects.filter(version=version).order_by("index")
-    if fields:
-        base = base.only("index", *fields)
     while True:
         batch = list(base.filter(index__gt=last)[:chunk])
         if not batch:
             return
         for row in batch:
-            yield row_dict(row) if not fields else {f: getattr(row, f) for f in ("index", *fields)}
+            yield row_dict(row)
         last = batch[-1].index
 
 
