@@ -28,7 +28,7 @@ from webapp.core.models import Project
 from webapp.core.queue import RUN_REWARD_TEST, USER_CODE_QUEUE, enqueue
 from webapp.core.services import ApplicationError
 from webapp.core.text import count
-from webapp.datasets.models import DatasetRow, VersionStatus
+from webapp.datasets.models import DatasetRow, VersionStatus, restore_stored
 from webapp.rewards import samples as sample_lib
 from webapp.rewards.analysis import normalize_source, pair_summary, source_sha256, summarize
 from webapp.rewards.models import RewardFunction, RewardTestRun, RewardTestRunState, RewardVersion
@@ -200,7 +200,7 @@ def _rows(dataset_version, split: str, limit: int) -> list[dict]:
         qs = qs.filter(split=split)
     fields = ["index", "prompt", "prompt_text", "chosen_text", "rejected_text", "ground_truth", "data_source",
               "extra_info"]
-    return list(qs.order_by("index").values(*fields)[:limit])
+    return [restore_stored(r) for r in qs.order_by("index").values(*fields)[:limit]]
 
 
 def prepare_samples(*, project, dataset_version=None, split: str = "", limit: int | None = None,

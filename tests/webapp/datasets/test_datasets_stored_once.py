@@ -75,3 +75,17 @@ def test_the_migration_stores_old_rows_once_and_back(project, engineer, write):
     assert _json_columns(version) == [(False, False, False)] + [(True, True, True)] * len(PLAIN)
     assert [r.prompt for r in DatasetRow.objects.filter(version=version).order_by("index")][1:] == [
         d["prompt"] for d in PLAIN]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_readers_outside_the_datasets_app_get_plain_prompts(project, engineer, write):
+    """An arena's prompts from a dataset, and a reward test-run's rows, from a version whose prompts are plain."""
+    from webapp.monitoring.services.arena import prompts_from_version
+    from webapp.rewards.scoring import _rows
+
+    rows = [{"prompt": f"{i}+{i}=", "ground_truth": str(2 * i)} for i in range(4)]
+    version = _import(project, engineer, write, "sums", rows)
+    assert _json_columns(version) == [(True, True, True)] * len(rows)
+    arena = prompts_from_version(project, version, "all", 10)
+    assert [p["prompt"] for p in arena] == [r["prompt"] for r in rows]
+    assert [r["prompt"] for r in _rows(version, "", 10)] == [r["prompt"] for r in rows]

@@ -83,7 +83,8 @@ def prompts_from_version(project, version: DatasetVersion | None, split: str, li
         raise ApplicationError("That dataset version is not in this project.", field="dataset_version")
     if version.status != VersionStatus.READY:
         raise ApplicationError(f"{version} is {version.status}, not ready.", field="dataset_version")
-    rows = DatasetRow.objects.filter(version=version).exclude(prompt=None).order_by("index")
+    # a row without a prompt has neither its JSON nor its text (plain text has only the text: DatasetRow.prompt)
+    rows = DatasetRow.objects.filter(version=version).exclude(prompt=None, prompt_text="").order_by("index")
     if split in ("train", "val"):
         rows = rows.filter(split=split)
     prompts = [prompt_row(to_record(r, version.dataset.kind)) for r in rows[:limit]]
