@@ -6,6 +6,8 @@ import time
 import pytest
 from django.core.management import CommandError, call_command
 
+from tests.conftest import start_celery_workers, stop_celery_workers
+from tests.sandbox_gate import GATE_SOURCE, new_gate, open_gate
 from tests.webapp.demo_run import LENIENT_SOURCE, WEIGHTS, train_demo_job
 from training import ingest, rollouts
 from webapp.core.services import ApplicationError
@@ -20,11 +22,14 @@ def trained(project, engineer, tiny_model_dir, no_enqueue, fake_supervisor):
     return train_demo_job(project, engineer, tiny_model_dir)
 
 
-def _lenient(project, engineer, slow: bool = False):
+def _lenient(project, engineer, gate: str | None = None):
+    """The lenient version; with `gate`, each step's sandbox holds its first sample at that gate (each step
+    scores in a sandbox of its own), so the test sees where the re-score stands however fast the machine is."""
     fn = RewardFunction.objects.get(project=project, name="exact-match")
     source = LENIENT_SOURCE
-    if slow:
-        source = source.replace("    try:", "    __import__('time').sleep(0.005)\n    try:")
+    if gate:
+        hold = f"    global _held\n    if not _held:\n        _held = True\n        _wait_at_gate({gate!r})\n    try:"
+        source = GATE_SOURCE + "\n_held = False\n" + source.replace("    try:", hold)
     return reward_version_save(function=fn, user=engineer, source=source, message="one off counts").version
 
 
@@ -104,24 +109,35 @@ def trained_committed(transactional_db, project, engineer, tiny_model_dir, no_en
     return train_demo_job(project, engineer, tiny_model_dir)
 
 
+@pytest.fixture
+def patient_worker(trained_committed, tmp_path, settings):
+    """Real workers whose sandboxes let a held sample wait as long as the test needs to look."""
+    procs = start_celery_workers(settings, tmp_path / "worker.log", extra_env={"REWARD_TIME_LIMIT_S": "600"})
+    yield procs[0]
+    stop_celery_workers(procs)
+
+
 def test_a_real_worker_rescores_with_progress_and_the_api_sorts_and_filters(
-        trained_committed, celery_worker_proc, project, engineer, viewer, api_for):
+        trained_committed, patient_worker, project, engineer, viewer, api_for):
     job = trained_committed
-    version = _lenient(project, engineer, slow=True)  # ~2 s of scoring: progress shows on the way
+    gate = new_gate()
+    version = _lenient(project, engineer, gate=gate)
     url = f"/api/projects/{project.slug}/jobs/{job.pk}/rescores/"
     assert api_for(viewer).post(url, {"version": version.pk}, format="json").status_code == 403
     resp = api_for(engineer).post(url, {"version": version.pk}, format="json")
     assert resp.status_code == 202, resp.content
     body = resp.json()
     assert body["state"] == "queued" and body["sample_count"] == 3 * 128 and body["component"] == "exact_match_v1"
-    detail, deadline, seen = f"{url}{body['id']}/", time.monotonic() + 120, []
+    detail, deadline, seen = f"{url}{body['id']}/", time.monotonic() + 600, []  # the bound only guards a hang
     while time.monotonic() < deadline:
         got = api_for(viewer).get(detail).json()
         seen.append((got["state"], got["done_count"]))
         if got["state"] in ("succeeded", "failed"):
             break
+        if got["state"] in ("queued", "running"):  # queued: the version's probes may be held at the gate
+            open_gate(gate)  # a step held there goes on once a poll has seen the count before it
         time.sleep(0.1)
-    assert got["state"] == "succeeded", (got, celery_worker_proc.log_path.read_text()[-3000:])
+    assert got["state"] == "succeeded", (got, patient_worker.log_path.read_text()[-3000:])
     assert any(state == "running" and 0 < done < 384 for state, done in seen), seen  # progress while it ran
     rescore = Rescore.objects.get(pk=body["id"])
     expected = _expected(job)
