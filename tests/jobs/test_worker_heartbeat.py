@@ -34,7 +34,7 @@ def test_only_fresh_heartbeats_count(beats):
 @pytest.mark.worker
 def test_a_real_worker_beats_while_it_runs_and_stops_when_it_stops(beats, request):
     proc = request.getfixturevalue("celery_worker_proc")
-    deadline = time.time() + 60
+    deadline = time.time() + 180  # only a guard against a hang
     while time.time() < deadline and len(workers.live_workers()) < 2:
         time.sleep(0.2)
     names = workers.live_workers()  # the cpu,gpu worker and the usercode worker, each with its own heartbeat

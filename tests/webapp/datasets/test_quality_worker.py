@@ -18,7 +18,7 @@ def test_worker_computes_a_requested_report(celery_worker_proc, api_for, project
     resp = client.post(url, {}, format="json")
     assert resp.status_code == 202, resp.content
     report_url = f"{url}{resp.json()['id']}/"
-    deadline, body, progress = time.time() + 90, {}, []
+    deadline, body, progress = time.time() + 600, {}, []  # only a guard against a hang
     while time.time() < deadline:
         body = client.get(report_url).json()
         progress.append(body["progress"])
