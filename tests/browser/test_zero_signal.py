@@ -74,8 +74,8 @@ def test_zero_signal_dry_run_from_the_quality_tab(page, live_server, project, en
     assert re.search(rf"{prompts.row_count - tied:,} prompts kept, {tied:,} zero-signal prompts dropped",
                      page.inner_text(".messages"))
     new = DatasetVersion.objects.get(dataset=prompts.dataset, number=2)
-    kept = set(DatasetRow.objects.filter(version=new).values_list("prompt", flat=True))
+    kept = set(DatasetRow.objects.filter(version=new).values_list("prompt_text", flat=True))
     dropped = set(DatasetRow.objects.filter(version=prompts, index__in=run.result["tied_indices"])
-                  .values_list("prompt", flat=True))
+                  .values_list("prompt_text", flat=True))
     assert new.row_count == prompts.row_count - tied and not kept & dropped
     shot(page, "derived")

@@ -103,9 +103,9 @@ def test_the_task_samples_scores_reports_progress_and_the_new_version_drops_exac
 
     new = zs.dry_run_derive(run=run, user=engineer)
     before = list(DatasetRow.objects.filter(version=prompts_version).order_by("index")
-                  .values_list("index", "prompt", "ground_truth", "split"))
+                  .values_list("index", "prompt_text", "ground_truth", "split"))
     after = list(DatasetRow.objects.filter(version=new).order_by("index")
-                 .values_list("prompt", "ground_truth", "split"))
+                 .values_list("prompt_text", "ground_truth", "split"))
     assert after == [(p, g, s) for i, p, g, s in before if i not in set(tied)]
     assert new.parent_id == prompts_version.pk and new.lineage["operation"] == "zero-signal"
     assert new.lineage["rows_dropped"] == len(tied) and new.lineage["zero_signal_run"] == run.pk

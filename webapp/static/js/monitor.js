@@ -403,10 +403,17 @@
     });
     picker.value = keep;
   }
-  // New metrics appear while a run goes on: re-read the names as points arrive (at most every 5 s),
-  // but not under the user's hand (an open list would close).
+  // New metrics appear while a run goes on: re-read the names as points arrive (at most every 5 s: points
+  // that arrive sooner are read once the 5 s are up, or a metric new in a run's last steps would never show),
+  // but not under the user's hand (an open list would close; focusing it reads them anyway).
+  let namesTimer = null;
   async function refreshNames(force) {
-    if (!force && (Date.now() - namesAt < 5000 || document.activeElement === picker)) return;
+    if (!force && document.activeElement === picker) return;
+    const wait = 5000 - (Date.now() - namesAt);
+    if (!force && wait > 0) {
+      if (!namesTimer) namesTimer = setTimeout(() => { namesTimer = null; refreshNames(); }, wait);
+      return;
+    }
     namesAt = Date.now();
     try { const r = await wb.get(cfg.api + 'metric-names/'); fillPicker(r.names); } catch (e) { /* keep the list */ }
   }
