@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from webapp.datasets.shapes import _DUMP, SPLIT_VALUES, Row, RowError, Shape, _extra, stored_json
+from webapp.datasets.shapes import _DUMP, SPLIT_VALUES, Row, RowError, Shape, _extra
 
 PlainNormalizer = Callable[[dict[str, Any]], "Row | None"]
 _sha256 = hashlib.sha256
@@ -168,16 +168,13 @@ def copy_line(version_id: int, index: int, source_line: int, split: str, row: Ro
         fast = _copy_line_bytes(version_id, index, source_line, split, row, raw)
         if fast is not None:
             return fast
-    j = row.json_texts()
     texts = "\x00".join((row.data_source, row.ability, row.ground_truth, row.prompt_text, row.chosen_text,
                          row.rejected_text))
     texts = _escape(texts).replace("\x00", "\t")
-    prompt = _json_field(row.prompt, row.prompt_text, j["prompt"])
-    chosen = _json_field(row.chosen, row.chosen_text, j["chosen"])
-    rejected = _json_field(row.rejected, row.rejected_text, j["rejected"])
+    prompt, chosen, rejected = (_copy_json(row.column_json(name)) for name in ("prompt", "chosen", "rejected"))
     return (f"{version_id}\t{index}\t{source_line}\t{split}\t{len(row.prompt_text)}\t{len(row.chosen_text)}\t"
             f"{len(row.rejected_text)}\t{row.row_hash}\t{texts}\t{prompt}\t{chosen}\t{rejected}\t"
-            f"{j['extra_info'].replace(chr(92), chr(92) * 2)}\n").encode()
+            f"{_copy_json(row.json_texts()['extra_info'])}\n").encode()
 
 
 def _copy_line_bytes(version_id: int, index: int, source_line: int, split: str, row: Row,
@@ -198,5 +195,6 @@ def _copy_line_bytes(version_id: int, index: int, source_line: int, split: str, 
                      raw["extra_info"].replace(b"\\", b"\\\\"), b"\n"))
 
 
-def _json_field(value, text: str, js: str) -> str:
-    return "\\N" if stored_json(value, text) is None else js.replace("\\", "\\\\")
+def _copy_json(js: str | None) -> str:
+    """A JSON column's COPY field: JSON holds no raw control characters, so only its backslashes double."""
+    return "\\N" if js is None else js.replace("\\", "\\\\")

@@ -16,7 +16,7 @@ from django.db.models import Count
 
 from webapp.datasets.fastrows import LINE_COLUMNS, copy_line
 from webapp.datasets.models import DatasetRow, Split
-from webapp.datasets.shapes import Row, stored_json
+from webapp.datasets.shapes import Row
 
 _COPY_COLUMNS = ("version_id", "index", "source_line", "split", "data_source", "ability", "prompt", "chosen",
                  "rejected", "ground_truth", "extra_info", "prompt_text", "chosen_text", "rejected_text",
@@ -121,12 +121,10 @@ class RowWriter:
             if len(self.buffer) >= self.batch_size:
                 self.flush()
             return
-        j = row.json_texts()
         self.buffer.append((
             self.version_id, index, source_line, split, row.data_source, row.ability,
-            _json_or_none(row.prompt, row.prompt_text, j["prompt"]),
-            _json_or_none(row.chosen, row.chosen_text, j["chosen"]),
-            _json_or_none(row.rejected, row.rejected_text, j["rejected"]), row.ground_truth, j["extra_info"],
+            row.column_json("prompt"), row.column_json("chosen"), row.column_json("rejected"), row.ground_truth,
+            row.json_texts()["extra_info"],
             row.prompt_text, row.chosen_text, row.rejected_text, len(row.prompt_text), len(row.chosen_text),
             len(row.rejected_text), row.row_hash))
         if len(self.buffer) >= self.batch_size:
@@ -150,10 +148,6 @@ class RowWriter:
 
     def discard(self) -> None:
         self.buffer = []
-
-
-def _json_or_none(value, text: str, js: str) -> str | None:
-    return None if stored_json(value, text) is None else js
 
 
 def _model(values: tuple) -> DatasetRow:

@@ -141,7 +141,6 @@ class DatasetRow(models.Model):
         return row
 
 
-
 class ImportStatus(models.TextChoices):
     NEEDS_MAPPING = "needs_mapping", "Needs a column mapping"
     QUEUED = "queued", "Queued"

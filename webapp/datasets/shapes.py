@@ -118,6 +118,13 @@ class Row:
             self.json = {k: v.decode() for k, v in self.raw.items()}
         return self.json
 
+    def column_json(self, name: str) -> str | None:
+        """The JSON text the row's `name` column (prompt, chosen or rejected) holds; None (NULL) when its text
+        column holds the value (`stored_json`)."""
+        if stored_json(getattr(self, name), getattr(self, f"{name}_text")) is None:
+            return None
+        return self.json_texts()[name]
+
 
 def parse_column_map(text: str) -> dict[str, str]:
     """Parse 'prompt=question,ground_truth=answer' into a mapping; raise ValueError with a clear message."""
