@@ -29,7 +29,7 @@ def sync_runs() -> None:
 @shared_task(name=queue.LAUNCH_JOB)
 def launch_job(job_id: int) -> str:
     """Claim and start one job (routed per call to job.queue: `cpu` or `gpu`); returns at once."""
-    from webapp.runs.services.launch import job_launch
+    from webapp.runs.services.start import job_launch
 
     return job_launch(job_id)
 

@@ -38,7 +38,7 @@ def _demo_inputs(project, model_dir: Path):
 
 
 def test_launch_is_routed_per_job_and_the_task_is_one_service_call(monkeypatch):
-    from webapp.runs.services import launch
+    from webapp.runs.services import launch, start
 
     sent = []
     monkeypatch.setattr(current_app, "send_task", lambda name, **kw: sent.append((name, kw)))
@@ -52,7 +52,7 @@ def test_launch_is_routed_per_job_and_the_task_is_one_service_call(monkeypatch):
     assert launch.job_queue("local", {"device": "auto"}) == "cpu"
     assert launch.job_queue("verl", {"device": "cpu"}) == "cpu"  # VERL rehearsed on CPU
     calls = []
-    monkeypatch.setattr(launch, "job_launch", lambda job_id: calls.append(job_id) or "launched")
+    monkeypatch.setattr(start, "job_launch", lambda job_id: calls.append(job_id) or "launched")
     assert launch_job.run(5) == "launched" and calls == [5]
 
 

@@ -163,7 +163,7 @@ class RewardSpecForm(forms.Form):
                 self.add_error(name, f"A weight must be at most {MAX_WEIGHT}, got {value:g}.")
         if not self.errors:
             # Parsed only: whether this job needs a reward, and whether the spec holds, is the launch
-            # plan's decision (webapp.runs.services.spec.plan_job, reward_spec_validate).
+            # plan's decision (webapp.runs.services.plan.plan_job, reward_spec_validate).
             cleaned["reward_spec"] = build_reward_spec(cleaned)
         return cleaned
 

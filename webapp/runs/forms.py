@@ -12,7 +12,7 @@ from webapp.core.text import count
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import Backend, JobKind
-from webapp.runs.services.spec import JobPlan, plan_job
+from webapp.runs.services.plan import JobPlan, plan_job
 
 INPUT_FIELDS = ("name", "kind", "backend", "preset", "dataset_version", "include_unreviewed", "base_model",
                 "teacher_model")
@@ -290,7 +290,8 @@ class JobForm(forms.Form):
         be planned."""
         self.is_valid()
         reward_form.is_valid()
-        if any(name in self.errors for name in ("kind", "backend", "preset")):
+        errors = self.errors
+        if "kind" in errors or "backend" in errors or "preset" in errors:
             return None
         data = self.cleaned_data
         plan = plan_job(project=self.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
@@ -298,7 +299,8 @@ class JobForm(forms.Form):
                         reward_spec=reward_form.cleaned_data.get("reward_spec"), base_model=data.get("base_model"),
                         teacher_model=data.get("teacher_model"),
                         include_unreviewed=data.get("include_unreviewed", False))
-        self.apply_errors(plan.errors, reward_form)
+        if plan.errors:
+            self.apply_errors(plan.errors, reward_form)
         return plan
 
     def apply_errors(self, errors: dict[str, str], reward_form=None) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, JsonResponse
+from django.http import Http404, JsonResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -37,7 +37,7 @@ from webapp.runs.models import Job, JobState
 from webapp.runs.services import checkpoint_models, launch, prelaunch
 from webapp.runs.services.lengths import figure as lengths_figure
 from webapp.runs.services.model_fit import model_fit
-from webapp.runs.services.spec import dry_run_text, plan_preview, run_dir_for, spec_yaml
+from webapp.runs.services.spec import dry_run_text, job_spec, plan_preview, run_dir_for, spec_yaml
 
 
 def _job_or_404(access, pk: int) -> Job:
@@ -61,10 +61,24 @@ def job_list(request, slug):
 
 # -- launch form ---------------------------------------------------------------------------------
 
+REWARD_PREFIX = "reward"
+
+
 def _forms(request, project, initial=None, reward_initial=None, data=None):
+    # The reward table is handed its own fields only: the job's settings never pass through the rewards app.
+    reward_data = None if data is None else _prefixed(data, REWARD_PREFIX)
     form = JobForm(data, project=project, initial=initial)
-    reward_form = RewardSpecForm(data, project=project, prefix="reward", initial_spec=reward_initial)
+    reward_form = RewardSpecForm(reward_data, project=project, prefix=REWARD_PREFIX, initial_spec=reward_initial)
     return form, reward_form
+
+
+def _prefixed(data, prefix: str) -> QueryDict:
+    """The fields of `data` named `<prefix>-…`, every value of each kept."""
+    out = QueryDict(mutable=True)
+    for key in data:
+        if key.startswith(prefix + "-"):
+            out.setlist(key, data.getlist(key))
+    return out
 
 
 def _render_form(request, access, form, reward_form, clone_of=None, status=200):
@@ -210,7 +224,7 @@ def _job_yaml_and_command(job: Job) -> tuple[str, str]:
     except (OSError, ValueError):
         if job.base_model is None:  # not launched by this app (nothing to rebuild job.json from)
             return "# no job.json in the run directory\n", "# no command recorded for this run\n"
-        spec = launch.job_spec(job, resume_from=job.resume_checkpoint.path if job.resume_checkpoint else None)
+        spec = job_spec(job, resume_from=job.resume_checkpoint.path if job.resume_checkpoint else None)
     attempt = launch.current_attempt(job)
     command = ""
     if attempt is not None:

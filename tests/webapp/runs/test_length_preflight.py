@@ -13,7 +13,7 @@ from tests.webapp.runs.conftest import make_version
 from webapp.datasets.models import DatasetKind
 from webapp.runs.models import MetricPoint
 from webapp.runs.services import job_create
-from webapp.runs.services.spec import plan_job
+from webapp.runs.services.plan import plan_job
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from webapp.datasets.models import DatasetRow
 from webapp.rewards.services import reward_function_create
 from webapp.runs.models import ZeroSignalRun, ZeroSignalStatus
 from webapp.runs.services import prelaunch
-from webapp.runs.services.spec import plan_job
+from webapp.runs.services.plan import plan_job
 from webapp.runs.services.zero_signal import dry_run_execute
 
 pytestmark = pytest.mark.django_db

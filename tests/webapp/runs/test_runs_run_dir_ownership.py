@@ -9,7 +9,8 @@ from django.conf import settings
 
 from webapp.runs.models import Job, JobState, MetricPoint
 from webapp.runs.services import job_create, job_launch
-from webapp.runs.services.launch import own_run_dir, resume_target
+from webapp.runs.services.launch import resume_target
+from webapp.runs.services.start import own_run_dir
 from webapp.runs.services.sync import sync_job
 
 pytestmark = pytest.mark.django_db

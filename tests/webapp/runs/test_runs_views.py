@@ -89,7 +89,7 @@ def test_missing_reward_is_shown_on_the_reward_widget(project, engineer, as_user
 def test_a_launch_is_planned_once_and_its_reward_spec_validated_once(project, engineer, as_user, prompts_version,
                                                                       tiny_model, reward_fn, no_enqueue, monkeypatch):
     from training import hparams as config
-    from webapp.runs.services import spec
+    from webapp.runs.services import plan as spec
 
     calls = {"plans": 0, "reward_checks": 0}
 

@@ -55,7 +55,7 @@ def seed() -> str:
 
 def test_one_command_brings_the_model_the_problems_and_the_rewards(cached_builds, django_capture_on_commit_callbacks):
     from training.hparams import resolve_config
-    from webapp.runs.services.spec import plan_job
+    from webapp.runs.services.plan import plan_job
 
     with django_capture_on_commit_callbacks():
         text = seed()

@@ -5,12 +5,12 @@ from webapp.runs.services.launch import (
     job_cancel,
     job_create,
     job_create_child,
-    job_launch,
     job_queue,
     job_resume,
     latest_checkpoint,
     resume_target,
 )
+from webapp.runs.services.start import job_launch
 from webapp.runs.services.sync import sync_active_jobs, sync_job
 
 __all__ = [

@@ -35,7 +35,7 @@ from webapp.datasets.models import DatasetVersion
 from webapp.registry.models import ModelEntry
 from webapp.rewards.models import RewardVersion
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, MetricPoint, RunEvent
-from webapp.runs.services.spec import plan_job
+from webapp.runs.services.plan import plan_job
 
 log = logging.getLogger(__name__)
 SETTLE_S = 3.0  # a dump older than this is complete (VERL writes each from a background thread)

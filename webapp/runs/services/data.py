@@ -79,20 +79,20 @@ def to_record(row: DatasetRow, dataset_kind: str) -> dict[str, Any]:
     return {"prompt": row.prompt, "chosen": row.chosen, "rejected": row.rejected, "data_source": row.data_source}
 
 
-def pinned_records(job) -> tuple[list[dict], list[dict]]:
-    """Exactly the rows pinned at creation, in the run-directory format: (train, val).
+def pinned_records(version, manifest: dict | None, job_id: int) -> tuple[list[dict], list[dict]]:
+    """Exactly the rows of job `job_id` pinned at creation (its data manifest), in the run-directory format:
+    (train, val).
 
     The review app's current selection supplies each row with its edits and swaps applied; a pinned
     row that the selection no longer includes (a decision changed since) is taken as stored.
     """
-    manifest = job.data_manifest or {}
-    version = job.dataset_version
+    manifest = manifest or {}
     pinned = expand_ranges(manifest.get("included_ranges") or [])
     selection, ids = _selection(version, bool(manifest.get("include_unreviewed")))
     fresh = {i: (row, split) for i, row, split in zip(ids, selection.rows, selection.splits, strict=True)}
     missing = [i for i in pinned if i not in fresh]
     if missing:
-        log.warning("job %s: %d pinned rows left the review selection; using them as stored", job.pk, len(missing))
+        log.warning("job %s: %d pinned rows left the review selection; using them as stored", job_id, len(missing))
         kind = version.dataset.kind
         for row in DatasetRow.objects.filter(pk__in=missing):
             fresh[row.pk] = (to_record(row, kind), row.split)
@@ -100,7 +100,7 @@ def pinned_records(job) -> tuple[list[dict], list[dict]]:
     train, val = [], []
     for i in sorted(pinned, key=lambda i: order.get(i, i)):
         if i not in fresh:
-            raise RuntimeError(f"pinned row {i} of job {job.pk} no longer exists")
+            raise RuntimeError(f"pinned row {i} of job {job_id} no longer exists")
         row, split = fresh[i]
         (val if split == "val" else train).append(row)
     return train, val

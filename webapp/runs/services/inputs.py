@@ -5,7 +5,8 @@ from training.presets import DEFAULT_PRESET
 from webapp.core.services import ApplicationError
 from webapp.runs import selectors
 from webapp.runs.services.launch import JobValidationError
-from webapp.runs.services.spec import JobPlan, plan_job, plan_preview, resolved_text
+from webapp.runs.services.plan import JobPlan, plan_job
+from webapp.runs.services.spec import plan_preview, resolved_text
 
 
 def resolve_inputs(project, data: dict) -> dict:

@@ -1,34 +1,28 @@
-"""Job lifecycle: create (validate + pin), launch (claim once, write the run dir, spawn), cancel,
-resume, rollback. Training never runs inside a request or a Celery task: `job_launch` starts a
-detached supervisor (training.supervisor) and returns; `sync.py` follows the run through its files.
+"""Job lifecycle, the web side: create (validate + pin) and enqueue, cancel, resume, rollback. The worker's
+side, claiming an attempt and starting it, is `start.py`; `sync.py` follows the run through its files.
 """
 from __future__ import annotations
 
 import logging
-import socket
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from training import hparams as cfg
-from training.rundir import RunDir, claim_run_dir, write_atomic, write_json, write_jsonl
+from training.rundir import RunDir
 from webapp.core.audit import audit
 from webapp.core.queue import LAUNCH_JOB, enqueue
 from webapp.core.services import ApplicationError
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, JobAttempt, JobState, RunEvent
-from webapp.runs.services.data import Pinned, pinned_records
-from webapp.runs.services.spec import JobPlan, job_spec, plan_job, reward_filename
-from webapp.runs.services.sync import ensure_no_live_attempt, stop_lost_attempt
+from webapp.runs.services.data import Pinned
+from webapp.runs.services.plan import JobPlan, plan_job
+from webapp.runs.services.sync import ensure_no_live_attempt
 
 log = logging.getLogger(__name__)
-# A resume that waits for the previous attempt to stop gives up after this long.
-DEFER_LIMIT_S = 600
 
 
 class AlreadyLaunched(ApplicationError):
@@ -59,8 +53,10 @@ def enqueue_launch(job_id: int, queue: str, countdown: float | None = None) -> N
     enqueue(LAUNCH_JOB, job_id, queue=queue, countdown=countdown)
 
 
-def _event(job: Job, kind: str, message: str, *, step: int | None = None, actor=None, **data: Any) -> RunEvent:
-    return RunEvent.objects.create(job=job, kind=kind, step=step, message=message[:500], data=data,
+def record_event(job_id: int, kind: str, message: str, *, step: int | None = None, actor=None,
+                 **data: Any) -> RunEvent:
+    """One entry of a job's event log (the run page's timeline); it needs the job's id, nothing of its config."""
+    return RunEvent.objects.create(job_id=job_id, kind=kind, step=step, message=message[:500], data=data,
                                    actor=actor if getattr(actor, "is_authenticated", False) else None)
 
 
@@ -73,7 +69,7 @@ def _total_steps(config: dict, n_train: int) -> int | None:
     return None
 
 
-def _next_attempt_number(job: Job) -> int:
+def next_attempt_number(job: Job) -> int:
     return (job.attempts.aggregate(n=Max("number"))["n"] or 0) + 1
 
 
@@ -91,7 +87,7 @@ def _insert_job(*, plan: JobPlan, user, name: str | None, parent: Job | None, re
     job.reward_versions.set(plan.reward_versions)
     resume_from = resume_checkpoint.path if resume_checkpoint else ""
     JobAttempt.objects.create(job=job, number=1, reason=reason, resume_from=resume_from, state=JobState.QUEUED)
-    _event(job, "state", f"queued ({reason})", actor=user, state=JobState.QUEUED, warnings=plan.warnings)
+    record_event(job.pk, "state", f"queued ({reason})", actor=user, state=JobState.QUEUED, warnings=plan.warnings)
     transaction.on_commit(lambda: enqueue_launch(job.pk, job.queue))
     return job
 
@@ -176,148 +172,15 @@ def job_create_child(*, parent: Job, checkpoint: Checkpoint, user, hp_overrides:
     job = _insert_job(plan=plan, user=user, name=f"{parent.name} ↳ {reason}@{checkpoint.step}", parent=parent,
                       resume_checkpoint=checkpoint, reason=reason,
                       manifest=plan.pinned.manifest if pinned is None else parent.data_manifest)
-    _event(parent, reason, f"{reason}: new job #{job.pk} from the checkpoint at step {checkpoint.step}",
-           step=checkpoint.step, actor=user, child_job=job.pk, overrides=hp_overrides or {})
+    record_event(parent.pk, reason, f"{reason}: new job #{job.pk} from the checkpoint at step {checkpoint.step}",
+                 step=checkpoint.step, actor=user, child_job=job.pk, overrides=hp_overrides or {})
     audit(actor=user, action=f"job.{reason}", project=parent.project, obj=job,
           summary=f"Job #{job.pk} from #{parent.pk} step {checkpoint.step}",
           after={"parent": parent.pk, "checkpoint": checkpoint.pk, "overrides": hp_overrides or {}})
     return job
 
 
-# -- launch (Celery task body) -----------------------------------------------------------------
-
-def own_run_dir(job: Job) -> Path:
-    """The job's run directory: claimed (new and empty, a random run id in its name) on the first
-    launch and stored on the job; later attempts reuse it. A database id that repeats after a reset
-    therefore never leads a job into another job's files."""
-    if job.run_dir:
-        return Path(job.run_dir)
-    run = claim_run_dir(job.project.runs_root, str(job.pk))
-    if not Job.objects.filter(pk=job.pk, run_dir="").update(run_dir=str(run.path)):
-        run.path.rmdir()  # stored meanwhile by another launch: use that one
-        job.refresh_from_db(fields=["run_dir"])
-        return Path(job.run_dir)
-    job.run_dir = str(run.path)
-    return run.path
-
-
-def write_run_files(job: Job, run_dir: Path, resume_from: str | None) -> dict[str, Any]:
-    """Data, reward sources (first launch only) and job.json (every launch: hp and resume_from may change)."""
-    run = RunDir(run_dir)
-    if not run.data("train").exists():
-        train, val = pinned_records(job)
-        write_jsonl(run.data("train"), train)
-        if val:
-            write_jsonl(run.data("val"), val)
-        for rv in job.reward_versions.select_related("function"):
-            write_atomic(run.reward_dir / reward_filename(rv), rv.source)
-    return job_spec(job, resume_from=resume_from or None, has_val=run.data("val").exists(), write_to=run_dir)
-
-
-def _fail(job: Job, attempt: JobAttempt | None, message: str) -> None:
-    now = timezone.now()
-    if attempt is not None:
-        JobAttempt.objects.filter(pk=attempt.pk).update(state=JobState.FAILED, ended_at=now)
-    Job.objects.filter(pk=job.pk).update(state=JobState.FAILED, error=message[:5000], finished_at=now, updated_at=now)
-    _event(job, "state", f"failed: {message}"[:500], state=JobState.FAILED)
-
-
-def _previous_alive(job: Job) -> JobAttempt | None:
-    """An earlier attempt that may still train: a fresh heartbeat, or a stale one whose processes could
-    not be stopped from here (see sync.stop_lost_attempt). The new attempt waits for it."""
-    from training.supervisor import attempt_state
-
-    if not job.run_dir:
-        return None
-    earlier = job.attempts.filter(supervisor_pid__isnull=False,
-                                  state__in=[JobState.STARTING, JobState.RUNNING, JobState.LOST])
-    for prev in earlier.order_by("-number"):
-        if prev.state == JobState.LOST:  # given up already: only its stop is in question
-            state = "lost"
-        else:
-            state = attempt_state(RunDir(job.run_dir).attempt(prev.number).path, settings.RUN_HEARTBEAT_STALE_S)
-        if state == "running" or (state == "lost" and not stop_lost_attempt(job, prev)):
-            return prev
-    return None
-
-
-def job_launch(job_id: int) -> str:
-    """Claim the queued job (queued -> starting, at most once), write its run dir, spawn the supervisor.
-
-    Returns "launched", "skipped" (not queued: another worker has it, or it was cancelled) or
-    "deferred" (a resume waits for the previous attempt to stop; re-enqueued in 2 s).
-    """
-    from training.backends import BackendError, get_backend
-    from training.ray_cluster import check_shared_storage
-    from training.supervisor import spawn_supervisor
-
-    now = timezone.now()
-    claimed = Job.objects.filter(pk=job_id, state=JobState.QUEUED, cancel_requested=False) \
-        .update(state=JobState.STARTING, updated_at=now)
-    if not claimed:
-        return "skipped"
-    job = Job.objects.select_related("project", "base_model", "teacher_model", "dataset_version__dataset") \
-        .get(pk=job_id)
-    attempt = job.attempts.filter(state=JobState.QUEUED).order_by("-number").first()
-    if attempt is None:
-        attempt = JobAttempt.objects.create(job=job, number=_next_attempt_number(job), reason="start",
-                                            state=JobState.QUEUED)
-    try:
-        if _previous_alive(job) is not None:
-            if time.time() - attempt.started_at.timestamp() > DEFER_LIMIT_S:
-                _fail(job, attempt, "the previous attempt did not stop within 10 minutes; cancel it and resume again")
-                return "skipped"
-            Job.objects.filter(pk=job.pk, state=JobState.STARTING).update(state=JobState.QUEUED)
-            enqueue_launch(job.pk, job.queue, countdown=2)
-            return "deferred"
-        run_dir = own_run_dir(job).resolve()
-        spec = write_run_files(job, run_dir, attempt.resume_from)
-        plan = get_backend(job.backend).prepare(spec, run_dir, attempt.number)
-        if plan.ray_job:  # the driver runs on the cluster: it must see this run directory
-            check_shared_storage(plan.ray_job["address"], run_dir)
-        adir = RunDir(run_dir).attempt(attempt.number).create()
-        write_json(adir.launch, plan.to_json())
-        if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():
-            return _cancelled_before_start(job, attempt)
-        pid = spawn_supervisor(adir.path)
-    except BackendError as exc:
-        hint = "" if exc.permanent else " (this may clear: resume the job to try again)"
-        _fail(job, attempt, exc.message + hint)
-        return "launched"
-    except Exception as exc:  # noqa: BLE001 - any launch failure is the job's, with its message
-        log.exception("launching job %s failed", job_id)
-        _fail(job, attempt, f"launch failed: {exc}")
-        return "launched"
-    now = timezone.now()
-    JobAttempt.objects.filter(pk=attempt.pk).update(supervisor_pid=pid, host=socket.gethostname()[:200],
-                                                    state=JobState.RUNNING, started_at=now)
-    step = _resume_step(attempt.resume_from)
-    Job.objects.filter(pk=job.pk).update(
-        state=JobState.RUNNING, run_dir=str(run_dir), attempt_count=attempt.number, started_at=job.started_at or now,
-        finished_at=None, error="", heartbeat_at=now, last_step=step if step is not None else job.last_step,
-        updated_at=now)
-    _event(job, "state", f"running (attempt {attempt.number}, {attempt.reason})", step=step,
-           state=JobState.RUNNING, attempt=attempt.number, pid=pid)
-    if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():  # cancelled while we spawned
-        _request_stop(RunDir(run_dir).attempt(attempt.number).path)
-    return "launched"
-
-
-def _resume_step(path: str) -> int | None:
-    name = Path(path).name if path else ""
-    return int(name.rsplit("_", 1)[1]) if name.startswith("global_step_") and name.rsplit("_", 1)[1].isdigit() \
-        else None
-
-
-def _cancelled_before_start(job: Job, attempt: JobAttempt) -> str:
-    now = timezone.now()
-    JobAttempt.objects.filter(pk=attempt.pk).update(state=JobState.CANCELLED, ended_at=now)
-    Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, finished_at=now, updated_at=now)
-    _event(job, "state", "cancelled before start", state=JobState.CANCELLED)
-    return "skipped"
-
-
-def _request_stop(attempt_dir: Path) -> None:
+def request_stop(attempt_dir: Path) -> None:
     from training.supervisor import cancel
 
     attempt_dir.mkdir(parents=True, exist_ok=True)
@@ -342,15 +205,15 @@ def job_cancel(*, job: Job, user) -> Job:
     job.save(update_fields=["cancel_requested", "updated_at"])
     running = job.attempts.filter(supervisor_pid__isnull=False, state__in=[JobState.STARTING, JobState.RUNNING])
     for attempt in running:
-        _request_stop(RunDir(job.run_dir).attempt(attempt.number).path)
+        request_stop(RunDir(job.run_dir).attempt(attempt.number).path)
     now = timezone.now()
     if job.state == JobState.QUEUED:
         job.attempts.filter(state=JobState.QUEUED).update(state=JobState.CANCELLED, ended_at=now)
         if not running.exists():
             job.state, job.finished_at = JobState.CANCELLED, now
             job.save(update_fields=["state", "finished_at", "updated_at"])
-    _event(job, "cancel", "cancel requested" if job.state != JobState.CANCELLED else "cancelled", actor=user,
-           step=job.last_step or None)
+    record_event(job.pk, "cancel", "cancel requested" if job.state != JobState.CANCELLED else "cancelled", actor=user,
+                 step=job.last_step or None)
     audit(actor=user, action="job.cancel", project=job.project, obj=job, summary=f"Cancelled job #{job.pk}")
     return job
 
@@ -401,19 +264,19 @@ def job_resume(*, job: Job, user, reason: str = "resume", checkpoint: Checkpoint
             raise JobValidationError(plan.errors, plan.warnings)
         before = {k: cfg.value_of(job.config, k) for k in cfg.flatten_overrides(hp_overrides) if k in cfg.BY_KEY}
         job.config = {**job.config, **{k: plan.config[k] for k in ("hp", "verl")}}
-        _event(job, "config", f"settings changed for {reason}", actor=user, before=before,
-               after=cfg.flatten_overrides(hp_overrides))
+        record_event(job.pk, "config", f"settings changed for {reason}", actor=user, before=before,
+                     after=cfg.flatten_overrides(hp_overrides))
     was_running = job.state == JobState.RUNNING
     if was_running:
         for attempt in job.attempts.filter(supervisor_pid__isnull=False,
                                            state__in=[JobState.STARTING, JobState.RUNNING]):
-            _request_stop(RunDir(job.run_dir).attempt(attempt.number).path)
-    attempt = JobAttempt.objects.create(job=job, number=_next_attempt_number(job), reason=reason,
+            request_stop(RunDir(job.run_dir).attempt(attempt.number).path)
+    attempt = JobAttempt.objects.create(job=job, number=next_attempt_number(job), reason=reason,
                                         resume_from=target.path, state=JobState.QUEUED)
     job.state, job.cancel_requested, job.error, job.finished_at = JobState.QUEUED, False, "", None
     job.save(update_fields=["state", "cancel_requested", "error", "finished_at", "config", "updated_at"])
-    _event(job, reason, f"{reason} from step {target.step} (attempt {attempt.number})", step=target.step, actor=user,
-           checkpoint=target.pk, attempt=attempt.number, stopped_running=was_running)
+    record_event(job.pk, reason, f"{reason} from step {target.step} (attempt {attempt.number})", step=target.step,
+                 actor=user, checkpoint=target.pk, attempt=attempt.number, stopped_running=was_running)
     audit(actor=user, action=f"job.{reason}", project=job.project, obj=job,
           summary=f"Job #{job.pk}: {reason} from step {target.step}", after={"overrides": hp_overrides or {}})
     transaction.on_commit(lambda: enqueue_launch(job.pk, job_queue(job.backend, job.config["hp"])))

@@ -13,7 +13,7 @@ from training import hparams as cfg
 from training.presets import MODEL_SETTINGS, PRESETS, made_for, preset_for
 from webapp.registry.models import ModelEntry
 from webapp.registry.services import count_parameters
-from webapp.runs.services.spec import model_context_length
+from webapp.runs.services.plan import model_context_length
 
 LENGTHS = ("max_prompt_length", "max_response_length", "max_seq_len")
 

@@ -1,199 +1,24 @@
-"""A job's validation inputs and its job.json (docs/run-directory.md), built from database rows."""
+"""A job's job.json (docs/run-directory.md), built from database rows, and the previews of it a review shows.
+The launch's validation (the plan) is `plan.py`."""
 from __future__ import annotations
 
 import json
-import os
 import re
-from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db.models import Max
 
-from training import hparams as cfg
 from training.jobconfig import to_yaml
 from training.jobspec import JobSpec, write_spec
-from training.length_preflight import LENGTH_SETTINGS
-from training.length_preflight import check as preflight_check
-from training.reward_mix import SHAPINGS
-from webapp.core.services import ApplicationError
-from webapp.datasets.models import DatasetVersion, VersionStatus
-from webapp.registry.models import ModelEntry, ModelKind
+from webapp.registry.models import ModelEntry
 from webapp.rewards.models import RewardVersion
-from webapp.rewards.probes import probe_gate
-from webapp.rewards.services import reward_spec_validate
 from webapp.runs.models import Job
-from webapp.runs.services.data import Pinned, select_rows
 from webapp.runs.services.lengths import figure as lengths_figure
-from webapp.runs.services.lengths import length_preflight
 
-
-@dataclass
-class JobPlan:
-    """A launch, decided once: its inputs, the resolved config, the pinned data and rewards, and every
-    error and warning. `job_create(plan=...)` saves it; `plan_preview(plan)` renders it."""
-
-    project: Any
-    kind: str
-    backend: str
-    preset: str
-    config: dict
-    errors: dict[str, str]
-    warnings: dict[str, str]
-    reward_spec: dict
-    dataset_version: DatasetVersion | None = None
-    base_model: ModelEntry | None = None
-    teacher_model: ModelEntry | None = None
-    include_unreviewed: bool = False
-    reward_versions: list[RewardVersion] = field(default_factory=list)
-    reward_models: list[ModelEntry] = field(default_factory=list)
-    pinned: Pinned | None = None
-    lengths: dict | None = None  # the length pre-flight (webapp/runs/services/lengths.py)
-
-    @property
-    def ok(self) -> bool:
-        return not self.errors
-
-
-def normalize_reward_spec(reward_spec: Any) -> dict[str, Any]:
-    spec = reward_spec if isinstance(reward_spec, dict) else {}
-    return {"shaping": spec.get("shaping") or "raw", "components": list(spec.get("components") or [])}
-
-
-def _resolve_rewards(project, reward_spec: dict, errors: dict) -> tuple[dict, list[RewardVersion], list[ModelEntry]]:
-    """Validate with the rewards app's own rules; returns (normalised spec, versions, models)."""
-    if reward_spec["shaping"] not in SHAPINGS:
-        errors.setdefault("reward_spec", f"Reward shaping must be one of {', '.join(SHAPINGS)}.")
-        return reward_spec, [], []
-    if not reward_spec["components"]:
-        return reward_spec, [], []  # GRPO refuses this in resolve_config (has_reward=False)
-    try:
-        reward_spec = reward_spec_validate(project=project, spec=reward_spec)
-    except ApplicationError as exc:
-        errors.setdefault("reward_spec", exc.message)
-        return reward_spec, [], []
-    ids = [c["version_id"] for c in reward_spec["components"] if c["type"] == "function"]
-    versions = {v.pk: v for v in RewardVersion.objects.filter(pk__in=ids).select_related("function")}
-    model_ids = [c["model_id"] for c in reward_spec["components"] if c["type"] == "model"]
-    models = {m.pk: m for m in ModelEntry.objects.filter(pk__in=model_ids)}
-    return reward_spec, [versions[i] for i in ids], [models[i] for i in model_ids]
-
-
-def _check_probes(versions: list[RewardVersion], errors: dict, warnings: dict) -> None:
-    """Failing or pending probes refuse the launch (webapp.rewards.probes); overridden ones warn."""
-    refusals, notes = probe_gate(versions)
-    if refusals:
-        errors.setdefault("reward_spec", " ".join(refusals))
-    if notes:
-        warnings["reward_probes"] = " ".join(notes)
-
-
-@lru_cache(maxsize=8)
-def _tokenizer(path: str, mtime: float):
-    from training.models import load_tokenizer
-
-    return load_tokenizer(path)
-
-
-def model_tokenizer(model: ModelEntry | None):
-    """The local model's tokenizer (cached), or None for hub ids and unreadable folders."""
-    if model is None or not model.path:
-        return None
-    try:
-        return _tokenizer(model.path, os.path.getmtime(Path(model.path) / "config.json"))
-    except Exception:  # noqa: BLE001 - a missing tokenizer means we count characters instead
-        return None
-
-
-def model_context_length(model: ModelEntry | None) -> int | None:
-    """The longest sequence the local model takes (config.json's max_position_embeddings), or None."""
-    if model is None or not model.path:
-        return None
-    try:
-        config = json.loads((Path(model.path) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    value = config.get("max_position_embeddings") if isinstance(config, dict) else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-
-
-def _check_choices(project, kind: str, dataset_version: DatasetVersion | None, base_model: ModelEntry | None,
-                   teacher_model: ModelEntry | None) -> dict[str, str]:
-    """Errors of the chosen dataset version and models (present, in this project, of the right kind)."""
-    errors: dict[str, str] = {}
-    if dataset_version is None:
-        errors["dataset_version"] = "Choose a dataset version."
-    elif dataset_version.dataset.project_id != project.pk:
-        errors["dataset_version"] = "That dataset version is not in this project."
-    elif dataset_version.status != VersionStatus.READY:
-        errors["dataset_version"] = f"{dataset_version} is {dataset_version.status}, not ready."
-    if base_model is None:
-        errors["base_model"] = "Choose a base model."
-    elif base_model.project_id != project.pk:
-        errors["base_model"] = "That model is not in this project."
-    elif kind in ("grpo", "distill") and base_model.kind != ModelKind.CAUSAL_LM:
-        errors["base_model"] = f"{base_model.name} is a reward model; a policy must be a causal LM."
-    if kind == "distill" and teacher_model is not None:
-        if teacher_model.project_id != project.pk:
-            errors["teacher_model"] = "That model is not in this project."
-        elif teacher_model.kind != ModelKind.CAUSAL_LM:
-            errors["teacher_model"] = f"{teacher_model.name} is a reward model; a teacher must be a causal LM."
-    return errors
-
-
-def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dict | None,
-             dataset_version: DatasetVersion | None, reward_spec: Any, base_model: ModelEntry | None,
-             teacher_model: ModelEntry | None = None, include_unreviewed: bool = False,
-             pinned: Pinned | None = None, base_config: dict | None = None, check_probes: bool = True) -> JobPlan:
-    """Validate every input of a launch; errors are keyed by form field (see config.resolve_config).
-
-    `base_config` (a job's stored config) replaces the preset as the starting point: used by
-    resume, rollback and clone so that the job keeps its settings plus the given edits.
-    `check_probes`: the reward versions' probes must pass (or be overridden); they run now when they have
-    not run yet. Resume and rollback continue a job launched with those versions and skip it.
-    """
-    errors = _check_choices(project, kind, dataset_version, base_model, teacher_model)
-    warnings_before: dict[str, str] = {}
-    reward_spec = normalize_reward_spec(reward_spec)
-    versions, models = [], []
-    if kind == "reward_model":
-        reward_spec = {"shaping": reward_spec["shaping"], "components": []}  # a reward model job trains one
-    else:
-        reward_spec, versions, models = _resolve_rewards(project, reward_spec, errors)
-        if versions and check_probes:
-            _check_probes(versions, errors, warnings_before)
-    if pinned is None and "dataset_version" not in errors:
-        pinned = select_rows(dataset_version, include_unreviewed)
-    context: dict[str, Any] = {"has_reward": bool(versions or models) or bool(errors.get("reward_spec")),
-                               "has_teacher": teacher_model is not None,
-                               "model_is_hub": bool(base_model and not base_model.path),
-                               "model_context_length": model_context_length(base_model)}
-    if pinned is not None:
-        counts = pinned.manifest["counts"]
-        context.update(dataset_kind=pinned.manifest["dataset"]["kind"], n_train_rows=counts["train"],
-                       n_val_rows=counts["val"])
-    config, cfg_errors, warnings = cfg.resolve_config(kind, preset, hp_overrides, backend=backend, context=context,
-                                                      base=base_config)
-    lengths = None
-    if not any(k in cfg_errors for k in LENGTH_SETTINGS):  # handed the three limits only, not the settings
-        lengths = length_preflight(pinned=pinned, model=base_model,
-                                   limits={k: config["hp"][k] for k in LENGTH_SETTINGS},
-                                   tokenizer=model_tokenizer(base_model), context=model_context_length(base_model))
-        preflight_check(lengths, config["hp"].get("overlong_prompt_warn", 0.05), cfg_errors, warnings)
-    held_out = (config.get("human_eval") or {}).get("dataset_version")
-    if held_out and "human_eval" not in cfg_errors and not DatasetVersion.objects.filter(
-            pk=held_out, dataset__project=project, status=VersionStatus.READY).exists():
-        cfg_errors["human_eval"] = "Human evaluation schedule: choose a ready dataset version of this project."
-    for key, message in cfg_errors.items():
-        errors.setdefault(key, message)
-    warnings = {**warnings_before, **warnings}
-    return JobPlan(project=project, kind=kind, backend=backend, preset=preset, config=config, errors=errors,
-                   warnings=warnings, reward_spec=reward_spec, dataset_version=dataset_version, base_model=base_model,
-                   teacher_model=teacher_model if kind == "distill" else None,
-                   include_unreviewed=bool(include_unreviewed), reward_versions=versions, reward_models=models,
-                   pinned=pinned, lengths=lengths)
+if TYPE_CHECKING:
+    from webapp.runs.services.plan import JobPlan
 
 
 def plan_preview(plan: JobPlan) -> dict[str, Any]:
