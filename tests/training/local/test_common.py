@@ -135,6 +135,7 @@ def test_a_groups_prompt_runs_once_with_the_same_log_probs_and_gradients(tmp_pat
 
     model, _ = load_model_and_tokenizer(demo.build_demo_model(tmp_path / "m"))
     model.train()
+    torch.manual_seed(0)  # the same rows whichever tests ran before in this process
     ids, attn = _grouped_rows(model, prompts=3, group=4, plen=8, rlen=5)
     rows_seen = []
     hook = model.model.embed_tokens.register_forward_hook(lambda _m, inp, _out: rows_seen.append(tuple(inp[0].shape)))
@@ -149,9 +150,13 @@ def test_a_groups_prompt_runs_once_with_the_same_log_probs_and_gradients(tmp_pat
     hook.remove()
     assert results[1][3] == [(12, 13)]  # every row runs its prompt
     assert results[4][3] == [(3, 8), (12, 4)]  # each prompt once, then the responses (the last token predicts nothing)
-    for plain, shared in zip(results[1][:3], results[4][:3], strict=True):
+    for plain, shared in zip(results[1][:2], results[4][:2], strict=True):
         assert torch.allclose(plain, shared, atol=1e-5)
-    assert results[1][2].abs().sum() > 0
+    # Gradients are sums over every token: float32 rounding grows with them (entries up to ~600 here, the two
+    # passes differing by up to 2e-6 of the largest over 40 draws of the rows), so the bound is relative to it.
+    plain_grads, shared_grads = results[1][2], results[4][2]
+    assert torch.allclose(plain_grads, shared_grads, rtol=1e-5, atol=1e-5 * plain_grads.abs().max().item())
+    assert plain_grads.abs().sum() > 0
 
 
 def test_rows_that_are_not_groups_of_one_prompt_run_whole(tmp_path):

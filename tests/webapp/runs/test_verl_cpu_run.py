@@ -8,6 +8,7 @@ choice on the form, runs the first test only (each run costs minutes of CI).
 Each launch starts a private Ray cluster: about a minute per launch on two cores."""
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -20,7 +21,11 @@ from tests.webapp.monitoring.conftest import job_inputs  # noqa: E402
 from webapp.runs.models import Checkpoint, Job, JobState, MetricPoint  # noqa: E402
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-LAUNCH_TIMEOUT_S = 2400  # a guard against a hang only: a two-node run passed 900 s at load 16 on two cores
+# A run's wait ends at its event; what fails it is a hang: nothing new in the run's log or metrics, its state or
+# step for STALL_S (at load 14 on two cores a Ray worker took 9 minutes between two log lines, and a two-node run
+# 30 minutes to its first step), or LAUNCH_LIMIT_S in all.
+STALL_S = 1800
+LAUNCH_LIMIT_S = 4 * 3600
 HP = {"batch_size": 16, "group_size": 2, "max_steps": 2, "save_freq": 2, "test_freq": 0, "lr": 1e-3,
       "kl_coef": 0.02}
 
@@ -65,12 +70,26 @@ def _ray_processes(run_dir: Path) -> list[str]:
     return found
 
 
-def _run_until(job: Job, done, what: str, worker, timeout: float = LAUNCH_TIMEOUT_S) -> Job:
-    """Sync the job like beat does, every second, until `done(job)`."""
+def _progress(job: Job) -> tuple:
+    """What moves while a run is alive: its state and step, the size of each attempt's log and metrics."""
+    files = sorted(Path(job.run_dir).glob("attempts/*/*.txt")) + sorted(Path(job.run_dir).glob("attempts/*/*.jsonl")) \
+        if job.run_dir else []
+    sizes = []
+    for path in files:
+        with contextlib.suppress(OSError):
+            sizes.append((path.name, path.stat().st_size))
+    return job.state, job.last_step, tuple(sizes)
+
+
+def _run_until(job: Job, done, what: str, worker, timeout: float | None = None) -> Job:
+    """Sync the job like beat does, every second, until `done(job)`. Without `timeout` the wait lasts while the
+    run moves (`_progress`): it fails after STALL_S without a change, however busy the machine, or LAUNCH_LIMIT_S."""
     from webapp.runs.services.sync import sync_job
 
-    deadline = time.time() + timeout
-    while time.time() < deadline:
+    start = changed = time.monotonic()
+    seen = None
+    guard = ""
+    while not guard:
         job.refresh_from_db()
         if job.run_dir:
             sync_job(job)
@@ -79,12 +98,21 @@ def _run_until(job: Job, done, what: str, worker, timeout: float = LAUNCH_TIMEOU
             return job
         if job.state in (JobState.FAILED, JobState.LOST):
             break
+        now, mark = time.monotonic(), _progress(job)
+        if mark != seen:
+            seen, changed = mark, now
+        if timeout is not None:
+            guard = f"not within {timeout:.0f} s" if now - start > timeout else ""
+        elif now - changed > STALL_S:
+            guard = f"no progress for {STALL_S} s"
+        elif now - start > LAUNCH_LIMIT_S:
+            guard = f"not within {LAUNCH_LIMIT_S} s"
         time.sleep(1)
     log = ""
     attempts = sorted(Path(job.run_dir).glob("attempts/*/log.txt")) if job.run_dir else []
     if attempts:
         log = attempts[-1].read_text()[-4000:]
-    raise AssertionError(f"{what}: job #{job.pk} is {job.state} ({job.error[-1500:]!r})\n{log}\n"
+    raise AssertionError(f"{what}: job #{job.pk} is {job.state} {guard} ({job.error[-1500:]!r})\n{log}\n"
                          f"worker: {worker.log_path.read_text()[-2000:]}")
 
 
