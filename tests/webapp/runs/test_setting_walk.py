@@ -1,10 +1,14 @@
 """How far one setting travels: `kl_coef` from the New job form's launch POST to the local loss and to VERL's
 override, counted by tracing the real code (docs/architecture.md, "Following a setting").
 
-A stop is a call into a file of webapp/, training/ or jobs/ whose frame holds the value, a dict or list carrying
-it, or a record (dataclass, namespace, model row, form) with a field that does; calls that follow each other
-in one file are one stop. A return is a stop in a file the walk had already left. The worker's launch and the
-local trainer run in this process, one step, so the walk is followed through job.json as the trainer reads it.
+A stop is a file of webapp/, training/ or jobs/ that the walk arrives in (a call, or a callee returning to it)
+with a frame that holds the value, a dict or list carrying it, or a record (dataclass, namespace, model row,
+form) with a field that does; lines that follow each other in one file are one stop. A return is a stop in a
+file the walk had already left. The worker's launch and the local trainer run in this process, one step, so the
+walk is followed through job.json as the trainer reads it.
+
+The bounds are today's walk: shorten it, never lengthen it. (A count of calls only, without the returns to a
+caller, gives 18 stops / 4 returns to the local loss and 15 / 1 to VERL's pair.)
 """
 from __future__ import annotations
 
@@ -64,7 +68,7 @@ class Walk:
         if self.done:
             return None
         name = frame.f_code.co_filename
-        if event == "call" and (not self.files or self.files[-1] != name) and carries(dict(frame.f_locals)):
+        if event in ("call", "line") and (not self.files or self.files[-1] != name) and carries(dict(frame.f_locals)):
             self.files.append(name)
         if self.until is not None and self.until(frame, event):
             self.done = True
@@ -112,7 +116,7 @@ def walk_from_the_form(backend, project, engineer, as_user, prompts_version, tin
     return files, job, worker
 
 
-def test_kl_coef_reaches_the_local_loss_in_at_most_20_stops_and_6_returns(
+def test_kl_coef_reaches_the_local_loss_in_at_most_29_stops_and_15_returns(
         project, engineer, as_user, prompts_version, tiny_model, reward_fn, no_enqueue, fake_supervisor):
     from training.local.train import run_job
 
@@ -122,14 +126,14 @@ def test_kl_coef_reaches_the_local_loss_in_at_most_20_stops_and_6_returns(
     assert trainer.done, "the local trainer never reached its loss"
     stops, returns, walk = count(files)
     print(f"kl_coef to the local loss: {stops} stops, {returns} returns\n{walk}")
-    assert stops <= 20 and returns <= 6, walk
+    assert stops <= 29 and returns <= 15, walk
 
 
-def test_kl_coef_reaches_the_verl_override_in_at_most_15_stops_and_4_returns(
+def test_kl_coef_reaches_the_verl_override_in_at_most_24_stops_and_10_returns(
         project, engineer, as_user, prompts_version, tiny_model, reward_fn, no_enqueue, fake_supervisor):
     files, _, worker = walk_from_the_form("verl", project, engineer, as_user, prompts_version, tiny_model, reward_fn,
                                           until=lambda frame, event: holds_verl_pair(frame))
     assert worker.done, f"no frame made the pair ({VERL_KEY}, {VALUE})"
     stops, returns, walk = count(files)
     print(f"kl_coef to VERL's {VERL_KEY}: {stops} stops, {returns} returns\n{walk}")
-    assert stops <= 15 and returns <= 4, walk
+    assert stops <= 24 and returns <= 10, walk
