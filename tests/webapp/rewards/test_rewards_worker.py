@@ -102,7 +102,8 @@ def test_a_real_worker_scores_it_and_reports_progress(patient_worker, api_for, e
     gate = new_gate()
     resp = api.post(_url(project, reward_fn), {"source": GATED.replace("GATE", gate), "dataset_version": arith.pk,
                                                "limit": 6}, format="json")
-    assert resp.status_code == 202 and resp.json()["state"] == "queued"
+    # a worker that is quick to take it may have started it before the response was written
+    assert resp.status_code == 202 and resp.json()["state"] in ("queued", "running")
     seen, opened, deadline = [], False, time.monotonic() + 600  # the bound only guards against a hang
     while time.monotonic() < deadline:
         run = api.get(resp.json()["api_url"]).json()

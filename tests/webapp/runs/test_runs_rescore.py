@@ -127,7 +127,9 @@ def test_a_real_worker_rescores_with_progress_and_the_api_sorts_and_filters(
     resp = api_for(engineer).post(url, {"version": version.pk}, format="json")
     assert resp.status_code == 202, resp.content
     body = resp.json()
-    assert body["state"] == "queued" and body["sample_count"] == 3 * 128 and body["component"] == "exact_match_v1"
+    # a worker that is quick to take it may have started it before the response was written
+    assert body["state"] in ("queued", "running") and body["sample_count"] == 3 * 128
+    assert body["component"] == "exact_match_v1"
     detail, deadline, seen = f"{url}{body['id']}/", time.monotonic() + 600, []  # the bound only guards a hang
     while time.monotonic() < deadline:
         got = api_for(viewer).get(detail).json()
