@@ -290,8 +290,7 @@ class JobForm(forms.Form):
         be planned."""
         self.is_valid()
         reward_form.is_valid()
-        errors = self.errors
-        if "kind" in errors or "backend" in errors or "preset" in errors:
+        if any(name in self.errors for name in ("kind", "backend", "preset")):
             return None
         data = self.cleaned_data
         plan = plan_job(project=self.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
@@ -299,8 +298,7 @@ class JobForm(forms.Form):
                         reward_spec=reward_form.cleaned_data.get("reward_spec"), base_model=data.get("base_model"),
                         teacher_model=data.get("teacher_model"),
                         include_unreviewed=data.get("include_unreviewed", False))
-        if plan.errors:
-            self.apply_errors(plan.errors, reward_form)
+        self.apply_errors(plan.errors, reward_form)
         return plan
 
     def apply_errors(self, errors: dict[str, str], reward_form=None) -> None:

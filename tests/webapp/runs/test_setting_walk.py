@@ -8,7 +8,7 @@ file the walk had already left. The worker's launch and the local trainer run in
 walk is followed through job.json as the trainer reads it.
 
 The bounds are today's walk: shorten it, never lengthen it. (A count of calls only, without the returns to a
-caller, gives 18 stops / 4 returns to the local loss and 15 / 1 to VERL's pair.)
+caller, gives 19 stops / 5 returns to the local loss and 16 / 2 to VERL's pair.)
 """
 from __future__ import annotations
 
