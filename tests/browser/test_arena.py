@@ -77,12 +77,14 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
     # 3. judge the pairs blind with the keyboard: the right sum wins, two wrong answers are both bad (two equal
     #    answers are not shown: they are ties already)
     page.get_by_role("link", name=re.compile(r"^Judge")).click()
+    seen_left: dict[str, str] = {}  # prompt -> the response this reviewer saw on the left
     for n in range(different):
         page.wait_for_selector("#he-item[data-ready]")  # its keys are bound
         prompt = page.locator(".he-prompt").inner_text().strip()
         left = page.locator("section[aria-labelledby=ar-left] pre").inner_text().strip()
         right = page.locator("section[aria-labelledby=ar-right] pre").inner_text().strip()
         assert left != right
+        seen_left[prompt] = left
         truth = right_answer(prompt)
         key = {(True, False): "1", (False, True): "2", (False, False): "4"}[(left == truth, right == truth)]
         url = page.url
@@ -92,9 +94,13 @@ def test_arena_judge_export_and_train_a_reward_model(page, live_server, project,
             shot(page, "arena-judging")
     page.wait_for_selector("text=You have judged every pair")
     assert BlindVerdict.objects.filter(pair__task=arena, reviewer=engineer).count() == different
-    # what was shown left was recorded, and B (taught the sums) wins most pairs
-    judgements = list(BlindVerdict.objects.filter(pair__task=arena))
-    assert {j.shown_left for j in judgements} == {"a", "b"}
+    # the side each verdict records as shown left is the one the page showed (the side is drawn per pair, so a few
+    # pairs may all land on one side: the record is checked pair by pair), and B (taught the sums) wins most pairs
+    judgements = list(BlindVerdict.objects.filter(pair__task=arena).select_related("pair"))
+    for j in judgements:
+        shown = seen_left[j.pair.prompt_text.strip()]
+        assert shown in (j.pair.response_a.strip(), j.pair.response_b.strip())
+        assert j.shown_left == ("a" if shown == j.pair.response_a.strip() else "b")
     b_wins, a_wins = sum(j.choice == "b" for j in judgements), sum(j.choice == "a" for j in judgements)
     assert b_wins >= 5 and b_wins > a_wins
 
