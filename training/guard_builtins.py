@@ -68,7 +68,7 @@ THRESHOLD_RANGE: dict[str, tuple[float, float]] = {
 # Where each built-in rule's metric comes from, per backend (None: that backend does not log it).
 METRIC_SOURCES: dict[str, dict[str, str | None]] = {
     "kl": {"local": "actor/kl_loss", "verl": "actor/kl_loss (use_kl_loss=True)"},
-    "entropy_collapse": {"local": "actor/entropy", "verl": "actor/entropy"},
+    "entropy_collapse": {"local": "actor/entropy", "verl": "actor/entropy (none with verl.reuse_rollout_logprobs)"},
     "zero_variance_groups": {"local": TIED_SHARE, "verl": f"{TIED_SHARE} (from samples/rollout at ingest)"},
     "response_length_collapse": {"local": "response_length/mean", "verl": "response_length/mean"},
     "response_clipping": {"local": "response_length/clip_ratio", "verl": "response_length/clip_ratio"},

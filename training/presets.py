@@ -36,6 +36,8 @@ _SMOLLM2_KINDS: dict[str, dict[str, Any]] = {
     "reward_model": {"lr": 1e-5, "batch_size": 16},
 }
 _SMOLLM2_GUARD_RULES: list[dict[str, Any]] = [{"rule": "kl", "action": "stop"}]
+# VERL's CPU rehearsal samples in float32 with the trainer's weights: its log-probs are the old policy's already.
+_SMOLLM2_VERL = {"strategy": "fsdp2", "rollout_engine": "hf", "reuse_rollout_logprobs": True}
 
 # What each preset was made for ("model": a label and the parameter counts it suits): a model outside that range
 # keeps the preset's lr and lengths only by mistake, so the launch form points at a preset that fits it.
@@ -94,7 +96,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "hp": {**_SMOLLM2_COMMON, "lr": 1e-6},
         "kinds": _SMOLLM2_KINDS,
         "guard_rules": _SMOLLM2_GUARD_RULES,
-        "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
+        "verl": _SMOLLM2_VERL,
     },
     "smollm2-cpu-lora": {
         "label": "SmolLM2-135M-Instruct on 2 CPU cores with LoRA (rank 16)",
@@ -103,7 +105,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "hp": {**_SMOLLM2_COMMON, "lr": 5e-5, "lora": {"rank": 16, "alpha": 32, "targets": "all-linear"}},
         "kinds": {k: {key: v for key, v in hp.items() if key != "lr"} for k, hp in _SMOLLM2_KINDS.items()},
         "guard_rules": _SMOLLM2_GUARD_RULES,
-        "verl": {"strategy": "fsdp2", "rollout_engine": "hf"},
+        "verl": _SMOLLM2_VERL,
     },
     "qwen2.5-0.5b-1gpu": {
         "label": "Qwen2.5-0.5B-Instruct on one GPU (VERL, vLLM rollouts)",

@@ -292,6 +292,12 @@ SETTINGS: tuple[Setting, ...] = (
     S(key="verl.use_v1", type="bool", default=True, label="VERL V1 trainer", group="VERL",
       help="VERL's default trainer. Untick for VERL's legacy trainer (deprecated by VERL).",
       kinds=POLICY_KINDS, local=False, verl=Verl(("trainer.use_v1",))),
+    # The local backend never runs a separate pass: its old log-probs are the update's own, detached.
+    S(key="verl.reuse_rollout_logprobs", type="bool", default=False, label="Reuse the rollout's log-probs",
+      group="VERL", help="VERL's bypass mode: the rollout's sampling log-probs are the old policy's, which skips a "
+      "forward pass over the batch. Sound where the rollout samples with the trainer's weights and precision (the "
+      "CPU rollout: they agree to ~1e-4); VERL then logs no actor/entropy.",
+      kinds=("grpo",), local=False, verl=Verl(("algorithm.rollout_correction.bypass_mode",))),
 )
 BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
 BY_FORM_NAME: dict[str, Setting] = {s.form_name: s for s in SETTINGS}

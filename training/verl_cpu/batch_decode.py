@@ -3,8 +3,9 @@
 VERL's agent loop sends every sample of a step to the server at once, one request each. Decoded one at a
 time, a step of 16 samples x 64 tokens is 1,024 forward passes of one row; decoded together it is 64 passes
 of 16 rows, which on CPU cost little more than one row each (the weights are read once per pass). Prompts
-are left-padded (position ids count real tokens only), the prompt pass runs the LM head on its last
-position only, and each request keeps its own stop: its own EOS or its own token budget.
+are left-padded (position ids count real tokens only), the prompt pass runs each distinct prompt once (a GRPO
+group's samples share it) with the LM head on its last position only, and each request keeps its own stop: its
+own EOS or its own token budget.
 
 A request's tokens do not depend on the batch around it: a seeded request samples from its own generator
 (as alone), and greedy requests take the arg-max; the log-probs agree with one-row decoding to float32
@@ -63,6 +64,24 @@ def _pick(logits: torch.Tensor, params: dict[str, Any],
     return torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(gens)]), probs
 
 
+def _prefill_each_prompt_once(model: Any, requests: list[Request], ids: torch.Tensor, mask: torch.Tensor,
+                              positions: torch.Tensor) -> Any:
+    """The prompt pass, run once per distinct prompt (a GRPO group's samples share theirs) and fanned out to every
+    request: its last logits and its cache, row by row. Every row is padded to the same width, so a repeated
+    prompt's row is the same tensor whichever request it came from."""
+    extra = {"logits_to_keep": 1} if _keeps_logits(model) else {}
+    row_of: dict[tuple[int, ...], int] = {}
+    rows = torch.tensor([row_of.setdefault(tuple(r.prompt_ids), i) for i, r in enumerate(requests)])
+    unique = torch.tensor(sorted(set(rows.tolist())))
+    out = model(input_ids=ids[unique], attention_mask=mask[unique], position_ids=positions[unique], use_cache=True,
+                **extra)
+    if len(unique) < len(requests):
+        fan_out = torch.searchsorted(unique, rows)  # each request's row among the distinct prompts
+        out.past_key_values.reorder_cache(fan_out)
+        out.logits = out.logits[fan_out]
+    return out
+
+
 @torch.no_grad()
 def sample_batch(model: Any, requests: list[Request], vocab: int,
                  eos_ids: set[int]) -> list[tuple[list[int], list[float], str]]:
@@ -80,8 +99,7 @@ def sample_batch(model: Any, requests: list[Request], vocab: int,
         ids[i, width - len(r.prompt_ids):] = torch.tensor(r.prompt_ids, dtype=torch.long)
         mask[i, width - len(r.prompt_ids):] = 1
     positions = (mask.cumsum(-1) - 1).clamp_min(0)
-    extra = {"logits_to_keep": 1} if _keeps_logits(model) else {}
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, **extra)
+    out = _prefill_each_prompt_once(model, requests, ids, mask, positions)
     limits = [max(1, int(r.max_tokens)) for r in requests]
     tokens: list[list[int]] = [[] for _ in requests]
     logps: list[list[float]] = [[] for _ in requests]

@@ -47,3 +47,24 @@ def test_padded_embedding_rows_are_never_sampled(tiny):
     model, vocab = tiny
     out = sample_batch(model, [Request(p, 5, {"temperature": 1.0, "seed": 1}) for p in PROMPTS], vocab - 3, set())
     assert all(t < vocab - 3 for tokens, _, _ in out for t in tokens)
+
+
+def test_a_groups_shared_prompt_is_run_once_and_each_sample_gets_what_it_gets_alone(tiny):
+    """GRPO sends each prompt's samples as separate requests: the prompt pass runs once per distinct prompt."""
+    model, vocab = tiny
+    group = [PROMPTS[1], PROMPTS[3], PROMPTS[1], PROMPTS[3], PROMPTS[1], PROMPTS[0]]
+    reqs = [Request(p, max_tokens=5, params={"temperature": 1.0, "seed": 7 + i}) for i, p in enumerate(group)]
+    prompt_rows = []
+    hook = model.register_forward_pre_hook(
+        lambda _m, _a, kw: prompt_rows.append(kw["input_ids"].shape) if kw.get("past_key_values") is None else None,
+        with_kwargs=True)
+    try:
+        together = sample_batch(model, reqs, vocab, eos_ids=set())
+    finally:
+        hook.remove()
+    assert [rows for rows, _width in prompt_rows] == [3]  # one prompt pass, of the three distinct prompts
+    for req, (tokens, logps, _stop) in zip(reqs, together, strict=True):
+        alone_tokens, alone_logps, _ = sample_batch(model, [req], vocab, eos_ids=set())[0]
+        assert tokens == alone_tokens
+        assert logps == pytest.approx(alone_logps, abs=1e-4)
+    assert together[0][0] != together[2][0]  # one prompt, own seeds: the samples differ

@@ -61,6 +61,7 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     "verl.tensor_model_parallel_size": ("4", {"verl.n_gpus_per_node": 4}),
     "verl.gpu_memory_utilization": ("0.6", {}),
     "verl.use_v1": ("off", {}),  # the legacy trainer
+    "verl.reuse_rollout_logprobs": ("on", {}),  # VERL's bypass mode
 }
 # Where a value lands in another unit or shape, and where several settings decide it together.
 CONVERSIONS = {

@@ -93,6 +93,11 @@ def test_two_grpo_steps_of_smollm2_on_each_backend(backend, preset, engineer, sm
     assert all(math.isfinite(v) for v in [*loss.values(), *reward.values()])
     assert all(math.isfinite(v) and v > 0 for v in grad.values())  # the answers' scores differ: a gradient
     assert all(0 < v <= 1 for v in reward.values())
+    if backend == "verl":  # the preset reuses the rollout's log-probs: no old-policy pass, and they are the trainer's
+        ppo_kl = _series(job, "actor/ppo_kl")
+        old_pass, ref_pass = _series(job, "timing_s/old_log_prob"), _series(job, "timing_s/ref")
+        assert all(old_pass[s] < ref_pass[s] / 10 for s in (1, 2)), (old_pass, ref_pass)  # a copy, not a forward
+        assert sorted(ppo_kl) == [1, 2] and all(abs(v) < 1e-3 for v in ppo_kl.values()), ppo_kl
     assert list(job.checkpoints.values_list("step", flat=True)) == [2]
     ckpt = Path(job.checkpoints.get().path)
     assert ckpt.is_dir() and any(p.stat().st_size > 0 for p in ckpt.rglob("*") if p.is_file())
