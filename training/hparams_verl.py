@@ -27,6 +27,10 @@ def check_verl(kind: str, hp: dict, verl: dict, errors: dict, warnings: dict, ok
                                              "(one pool for the student, one for the teacher).")
     if ok("lora.rank") and (hp.get("lora") or {}).get("rank", 0) > MAX_LORA_RANK:
         _err(errors, "lora.rank", f"vLLM accepts LoRA ranks up to {MAX_LORA_RANK}.")
+    if ok("device", "verl.reuse_rollout_logprobs") and verl.get("reuse_rollout_logprobs") and hp["device"] != "cpu":
+        warnings["verl.reuse_rollout_logprobs"] = (
+            "The GPU rollout samples with its own engine and precision: its log-probs are not the trainer's, so "
+            "reusing them as the old policy's makes the update off-policy by that gap (VERL's bypass mode).")
     if kind == "distill" and ok("device", "distill_loss") and hp["device"] == "cpu" \
             and hp.get("distill_loss") == "forward_kl_topk":
         _err(errors, "distill_loss", "The top-k forward KL needs the teacher's top-k log-probs, which VERL takes "

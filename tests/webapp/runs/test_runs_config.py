@@ -225,3 +225,13 @@ def test_reward_workers_is_a_cpu_budget_on_both_backends(backend):
         assert "reward_workers" in errors, bad
     assert BY_KEY["reward_workers"].offered("grpo", backend) and not BY_KEY["reward_workers"].offered(
         "reward_model", backend)
+
+
+def test_reusing_the_rollouts_log_probs_is_the_smollm2_rehearsals_choice_and_a_warning_on_gpus():
+    config, errors, warnings = resolve_config("grpo", "smollm2-cpu", {}, backend="verl")
+    assert errors == {} and config["verl"]["reuse_rollout_logprobs"] is True and warnings == {}
+    config, errors, _ = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {}, backend="verl")
+    assert config["verl"]["reuse_rollout_logprobs"] is False
+    _, errors, warnings = resolve_config("grpo", "qwen2.5-0.5b-1gpu", {"verl.reuse_rollout_logprobs": True},
+                                         backend="verl")
+    assert errors == {} and "off-policy" in warnings["verl.reuse_rollout_logprobs"]
