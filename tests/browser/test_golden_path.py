@@ -123,6 +123,7 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
     page.wait_for_url(re.compile(r"/rewards/\d+/$"))
     choose(page.get_by_label("Dataset version"), "sum-prompts v1")
     page.get_by_label("Samples (N)").fill("10")
+    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound: the results stay on this page
     page.get_by_role("button", name="Run test").click()
     page.wait_for_selector(".test-run-results .per-sample")
     assert "Done: 10 samples" in page.locator("#test-run-status").inner_text()

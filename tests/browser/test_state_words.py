@@ -78,6 +78,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     choose = page.get_by_label("Dataset version")
     choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
     page.fill("#id_responses", "x\n12\ny")  # scored against the first three rows' ground truths
+    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
     page.click("#test-run-button")
     page.wait_for_selector(".test-run-results .per-sample")
     assert page.locator(".test-run-results h2 .state").first.inner_text() == "2 errors"
@@ -90,6 +91,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     choose = page.get_by_label("Dataset version")
     choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
     page.get_by_label("Samples (N)").fill("3")
+    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
     page.click("#test-run-button")
     page.wait_for_selector(".test-run-results .reference-check")
     assert page.locator(".test-run-results h2").inner_text().endswith("succeeded reference check")
@@ -101,6 +103,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     page.wait_for_selector("#test-run-sources.highlighted")
     run_select = page.get_by_label("Stored rollouts of run")
     run_select.select_option(value=str(seeded.job.pk))
+    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
     page.click("#test-run-button")
     page.wait_for_selector(".test-run-results .per-sample")
     results = page.locator(".test-run-results")
@@ -116,6 +119,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
     page.get_by_label("Samples (N)").fill("2")
     page.get_by_label("Or responses sampled from model").select_option(label="tiny")
+    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
     page.click("#test-run-button")
     page.wait_for_selector(".test-run-results .per-sample")
     results = page.locator(".test-run-results")

@@ -100,6 +100,7 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     page.get_by_role("link", name="exact-match").first.click()
     pick(page.get_by_label("Dataset version"), "demo-arithmetic v1")
     page.get_by_label("Samples (N)").fill("100")
+    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound: the results stay on this page
     page.get_by_role("button", name="Run test").click()
     page.wait_for_selector(".test-run-results .per-sample", timeout=WORKER_MS)
     # the demo set has fewer rows than the README's 100: all are scored, and the page says why not 100

@@ -27,6 +27,7 @@ def test_what_a_reward_prints_shows_beside_each_score(page, live_server, enginee
 
     page.select_option("#id_dataset_version", str(arith.pk))
     page.fill("#id_responses", "3\n5")  # rows 0 and 1: ground truths 3 and 4
+    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
     page.click("#test-run-button")
     page.wait_for_selector(".test-run-results .per-sample")
     headers = [h.strip() for h in page.locator(".per-sample thead th").all_inner_texts()]

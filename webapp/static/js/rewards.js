@@ -210,6 +210,7 @@
         button.disabled = false;
       }
     });
+    form.dataset.ready = 'true';  // submitted before this, the form posts without scripts and leaves the page
   }
 
   function setupCheck(cm) {
