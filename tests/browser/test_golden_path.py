@@ -13,6 +13,7 @@ import pytest
 
 from tests.browser.browser_helpers import PASSWORD, REWARD_SOURCE, demo_files
 from tests.browser.conftest import SCREENSHOTS, login
+from tests.browser_support import start_test_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -123,8 +124,7 @@ def test_golden_path(page, live_server, newcomer, demo_model_dir, celery_worker_
     page.wait_for_url(re.compile(r"/rewards/\d+/$"))
     choose(page.get_by_label("Dataset version"), "sum-prompts v1")
     page.get_by_label("Samples (N)").fill("10")
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound: the results stay on this page
-    page.get_by_role("button", name="Run test").click()
+    start_test_run(page)
     page.wait_for_selector(".test-run-results .per-sample")
     assert "Done: 10 samples" in page.locator("#test-run-status").inner_text()
     # the prompt set has no reference answers, so each ground truth is scored against itself: all 1.0

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from tests.browser.browser_helpers import PASSWORD
-from tests.browser_support import login
+from tests.browser_support import login, start_test_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -29,8 +29,7 @@ def test_a_test_run_lists_its_slowest_samples(page, live_server, project, engine
     page.goto(f"{live_server.url}/p/{project.slug}/rewards/{fn.pk}/")
     responses = ["quick one", "quick two", "slow answer", "quick three", "quick four", "slow again", "quick five"]
     page.get_by_label("Or paste responses").fill("\n".join(responses))
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound: the results stay on this page
-    page.get_by_role("button", name="Run test").click()
+    start_test_run(page)
     listing = page.locator(".test-run-results .slowest-samples")
     listing.wait_for()
     shot(page, "test-run-slowest-samples")

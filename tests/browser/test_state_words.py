@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.browser.browser_helpers import PASSWORD, seed_project
-from tests.browser_support import login
+from tests.browser_support import login, start_test_run
 from tests.webapp.review.conftest import make_version
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -78,8 +78,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     choose = page.get_by_label("Dataset version")
     choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
     page.fill("#id_responses", "x\n12\ny")  # scored against the first three rows' ground truths
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
-    page.click("#test-run-button")
+    start_test_run(page)
     page.wait_for_selector(".test-run-results .per-sample")
     assert page.locator(".test-run-results h2 .state").first.inner_text() == "2 errors"
     assert "2 errors" in page.locator("#test-run-status").inner_text()
@@ -91,8 +90,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     choose = page.get_by_label("Dataset version")
     choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
     page.get_by_label("Samples (N)").fill("3")
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
-    page.click("#test-run-button")
+    start_test_run(page)
     page.wait_for_selector(".test-run-results .reference-check")
     assert page.locator(".test-run-results h2").inner_text().endswith("succeeded reference check")
     assert "ground truth was scored against itself" in page.locator(".reference-check").inner_text()
@@ -103,8 +101,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     page.wait_for_selector("#test-run-sources.highlighted")
     run_select = page.get_by_label("Stored rollouts of run")
     run_select.select_option(value=str(seeded.job.pk))
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
-    page.click("#test-run-button")
+    start_test_run(page)
     page.wait_for_selector(".test-run-results .per-sample")
     results = page.locator(".test-run-results")
     assert "rollouts of step 20" in results.inner_text() and "Score in training" in results.inner_text()
@@ -119,8 +116,7 @@ def test_test_run_words_errors_reference_check_and_rollouts(page, live_server, p
     choose.select_option(value=choose.locator("option", has_text="sum-prompts").first.get_attribute("value"))
     page.get_by_label("Samples (N)").fill("2")
     page.get_by_label("Or responses sampled from model").select_option(label="tiny")
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
-    page.click("#test-run-button")
+    start_test_run(page)
     page.wait_for_selector(".test-run-results .per-sample")
     results = page.locator(".test-run-results")
     assert "2 responses sampled from tiny" in results.inner_text()

@@ -13,7 +13,7 @@ import re
 import pytest
 
 from tests.browser.test_golden_path import REWARD_FIRST_STEP_JS, REWARD_POINTS_JS, job_id_of
-from tests.browser_support import login
+from tests.browser_support import login, start_test_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -100,8 +100,7 @@ def test_the_readme_walkthrough(page, live_server, demo_project, celery_worker_p
     page.get_by_role("link", name="exact-match").first.click()
     pick(page.get_by_label("Dataset version"), "demo-arithmetic v1")
     page.get_by_label("Samples (N)").fill("100")
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound: the results stay on this page
-    page.get_by_role("button", name="Run test").click()
+    start_test_run(page)
     page.wait_for_selector(".test-run-results .per-sample", timeout=WORKER_MS)
     # the demo set has fewer rows than the README's 100: all are scored, and the page says why not 100
     rows = DatasetVersion.objects.get(dataset__project=demo_project, dataset__name="demo-arithmetic").row_count

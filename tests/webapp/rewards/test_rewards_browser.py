@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import login
+from tests.browser_support import login, start_test_run
 from webapp.rewards.models import RewardFunction
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -43,8 +43,7 @@ def test_write_test_run_and_save_in_the_browser(page, live_server, engineer, ari
     # test-run the editor's text on two dataset rows, one answer is not a number
     page.select_option("#id_dataset_version", str(arith.pk))
     page.fill("#id_responses", "3\nfour")
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
-    page.click("#test-run-button")
+    start_test_run(page)
     page.wait_for_selector(".test-run-results .per-sample")
     page.wait_for_selector(".test-run-results .js-plotly-plot .main-svg")
     rows = page.locator(".per-sample tbody tr")

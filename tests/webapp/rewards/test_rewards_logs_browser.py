@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser_support import login
+from tests.browser_support import login, start_test_run
 from tests.webapp.rewards.test_rewards_browser import set_code
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -27,8 +27,7 @@ def test_what_a_reward_prints_shows_beside_each_score(page, live_server, enginee
 
     page.select_option("#id_dataset_version", str(arith.pk))
     page.fill("#id_responses", "3\n5")  # rows 0 and 1: ground truths 3 and 4
-    page.wait_for_selector("#test-run-form[data-ready]")  # its script is bound
-    page.click("#test-run-button")
+    start_test_run(page)
     page.wait_for_selector(".test-run-results .per-sample")
     headers = [h.strip() for h in page.locator(".per-sample thead th").all_inner_texts()]
     assert headers.index("Printed") == headers.index("Score") + 1  # beside the score
