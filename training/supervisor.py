@@ -2,11 +2,12 @@
 
 `python -m training.supervisor --attempt-dir DIR` reads DIR/launch.json ({"argv", "env", "cwd"}),
 starts the command in its own process group with output to DIR/log.txt, rewrites DIR/heartbeat
-every 2 s, stops the whole group when DIR/CANCEL or DIR/LOST appears or the supervisor gets
-SIGTERM, and writes DIR/exit.json last. The child gets PR_SET_PDEATHSIG=SIGKILL, so it dies with a
-SIGKILLed supervisor; the web app then sees a stale heartbeat ("lost"). For a job submitted to a
-Ray cluster (launch.json "ray_job") the supervisor asks Ray how the job ended: one that Ray
-reports dead for another reason than the trainer's exit code is written as lost in exit.json.
+every 2 s from a thread (also while it waits on a slow stop), stops the whole group when DIR/CANCEL
+or DIR/LOST appears or the supervisor gets SIGTERM, and writes DIR/exit.json last. The child gets
+PR_SET_PDEATHSIG=SIGKILL, so it dies with a SIGKILLed supervisor; the web app then sees a stale
+heartbeat ("lost"). For a job submitted to a Ray cluster (launch.json "ray_job") the supervisor
+asks Ray how the job ended: one that Ray reports dead for another reason than the trainer's exit
+code is written as lost in exit.json.
 
 Every process of an attempt carries ATTEMPT_ENV=DIR in its environment, so `kill_attempt` finds
 them all on this host (the supervisor, the trainer's group and whatever escaped it) after the web
@@ -26,6 +27,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +36,9 @@ from training.rundir import AttemptDir, write_json
 HEARTBEAT_EVERY_S = 2.0
 POLL_S = 0.25
 STOP_GRACE_S = 10.0
+# `ray job stop` returns once Ray has stopped the job; on a loaded 2-core host its CLI alone took 77 s to start.
+# The heartbeat thread keeps the attempt alive meanwhile.
+RAY_STOP_TIMEOUT_S = 600
 PR_SET_PDEATHSIG = 1
 ATTEMPT_ENV = "WORKBENCH_ATTEMPT_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -146,32 +151,53 @@ def _supervise(adir: AttemptDir, log) -> int:
         return 127
     pgid = proc.pid  # setsid made the child its group leader
     grace = float(launch.get("stop_grace_s", STOP_GRACE_S))
-    last_beat = 0.0
-    while proc.poll() is None:
-        now = time.time()
-        if now - last_beat >= HEARTBEAT_EVERY_S:
-            write_json(adir.heartbeat, {"time": now, "pid": proc.pid})
-            last_beat = now
-        if stop["by"] is None and adir.cancel.exists():
-            stop["by"] = "cancel"
-        if stop["by"] is None and adir.lost.exists():  # given up by the web app (a stall, a clock skew)
-            stop["by"] = "lost"
-        if stop["by"] is not None:
-            if launch.get("cancel_argv"):  # e.g. `ray job stop`: the group alone may not hold the job
-                subprocess.run(launch["cancel_argv"], cwd=cwd, env=env, stdout=log, stderr=log, timeout=60)
-            _stop_group(pgid, proc, grace)
-            break
-        time.sleep(POLL_S)
-    rc = proc.wait()
-    if _group_alive(pgid):  # stragglers the training process left behind
-        _stop_group(pgid, proc, 2.0)
-    release_scratch(_scratch_dirs(launch))
-    extra = _ray_job_end(launch, stop["by"] is not None, log) if launch.get("ray_job") else {}
+    with _beating(adir, proc.pid):
+        while proc.poll() is None:
+            if stop["by"] is None and adir.cancel.exists():
+                stop["by"] = "cancel"
+            if stop["by"] is None and adir.lost.exists():  # given up by the web app (a stall, a clock skew)
+                stop["by"] = "lost"
+            if stop["by"] is not None:
+                if launch.get("cancel_argv"):  # e.g. `ray job stop`: the group alone may not hold the job
+                    with contextlib.suppress(OSError, subprocess.SubprocessError):  # _ray_job_end asks again
+                        subprocess.run(launch["cancel_argv"], cwd=cwd, env=env, stdout=log, stderr=log,
+                                       timeout=RAY_STOP_TIMEOUT_S)
+                _stop_group(pgid, proc, grace)
+                break
+            time.sleep(POLL_S)
+        rc = proc.wait()
+        if _group_alive(pgid):  # stragglers the training process left behind
+            _stop_group(pgid, proc, 2.0)
+        release_scratch(_scratch_dirs(launch))
+        extra = _ray_job_end(launch, stop["by"] is not None, log) if launch.get("ray_job") else {}
     write_json(adir.heartbeat, {"time": time.time(), "pid": proc.pid})
     write_json(adir.exit, {"returncode": rc, "cancelled": stop["by"] in ("cancel", "sigterm"),
                                             "stopped_by": stop["by"], "ended_at": time.time(),
                                             "started_at": started, **extra})
     return rc
+
+
+@contextlib.contextmanager
+def _beating(adir: AttemptDir, pid: int):
+    """DIR/heartbeat rewritten every HEARTBEAT_EVERY_S by a thread while the block runs. A thread, not the poll loop:
+    the end of a run waits on `ray job stop`, the trainer's exit and Ray's report, which on a busy host outlast the
+    web app's staleness limit, and a supervisor that is stopping its run is alive, not lost."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while True:
+            with contextlib.suppress(OSError):
+                write_json(adir.heartbeat, {"time": time.time(), "pid": pid})
+            if done.wait(HEARTBEAT_EVERY_S):
+                return
+
+    thread = threading.Thread(target=beat, name="heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def _ray_job_end(launch: dict, stopped_by_us: bool, log) -> dict:
@@ -180,15 +206,18 @@ def _ray_job_end(launch: dict, stopped_by_us: bool, log) -> dict:
     The job is lost (and resumes from its last checkpoint) when Ray reports it dead for another
     reason than the trainer's exit code; a job still running there is stopped first.
     """
-    from training.ray_cluster import job_info, lost_reason
+    from training.ray_cluster import TERMINAL, job_info, lost_reason
 
     job = launch["ray_job"]
     info = job_info(job["address"], job["submission_id"])
     reason = lost_reason(info, stopped_by_us)
-    if info is not None and info["status"] not in ("SUCCEEDED", "FAILED", "STOPPED") and launch.get("cancel_argv"):
+    if info is not None and info["status"] not in TERMINAL and launch.get("cancel_argv"):
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             subprocess.run(launch["cancel_argv"], env={**os.environ, **(launch.get("env") or {})},
-                           stdout=log, stderr=log, timeout=120)
+                           stdout=log, stderr=log, timeout=RAY_STOP_TIMEOUT_S)
+        if stopped_by_us:  # our own stop had not taken yet: Ray's word once it has
+            info = job_info(job["address"], job["submission_id"])
+            reason = lost_reason(info, stopped_by_us)
     if reason:
         log.write(f"supervisor: attempt lost: {reason}\n".encode())
     return {"ray_status": info, **({"lost": reason} if reason else {})}

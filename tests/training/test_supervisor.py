@@ -79,6 +79,24 @@ def test_cancel_stops_the_whole_process_group(tmp_path):
     assert _wait(lambda: not _alive(child) and not _alive(grandchild))
 
 
+def test_a_slow_stop_keeps_the_heartbeat_fresh_until_exit_json(tmp_path):
+    """`ray job stop` on a busy host can outlast the web app's staleness limit: the stopping supervisor still beats."""
+    stopping = tmp_path / "stopping"
+    slow_stop = [sys.executable, "-c", f"import pathlib, time; pathlib.Path({str(stopping)!r}).touch(); time.sleep(12)"]
+    pids = tmp_path / "pids.txt"
+    adir = _attempt(tmp_path, [sys.executable, "-c", CHILD, str(pids)], stop_grace_s=5, cancel_argv=slow_stop)
+    spawn_supervisor(adir)
+    assert _wait(lambda: pids.exists() and pids.read_text().strip() != "")
+    cancel(adir)
+    assert _wait(stopping.exists)
+    seen = set()
+    while not (adir / "exit.json").exists():  # at least the 12 s of the stop command
+        seen.add(attempt_state(adir, stale_after_s=6))
+        time.sleep(0.2)
+    assert seen == {"running"}
+    assert json.loads((adir / "exit.json").read_text())["cancelled"] is True
+
+
 def test_sigkilled_supervisor_takes_the_child_along_and_goes_stale(tmp_path):
     adir, pids = _sleeper(tmp_path)
     sup = spawn_supervisor(adir)

@@ -6,6 +6,11 @@ raylet can need longer. `patient_node_lookup` makes the GCS lookup behind that l
 STARTUP_WAIT_S, so only a raylet that really never comes up fails the start. Ray's own knobs for the
 other start-up waits (GCS port, worker registration) are in RAY_STARTUP_ENV.
 
+Ray's raylet starts every worker process at nice 15 (`worker_niceness`), below the raylet and the GCS: on a
+GPU node the workers only feed the GPU, but on a CPU host the workers are the whole training, and beside any
+other busy process (a second job, the web server, a test suite) they get a few percent of a core. The
+cluster's workers run at the priority of the process that started it, as the local backend's training does.
+
 The raylet itself waits a hard-coded 15 s (node_manager.cc WaitForDashboardAgentPorts, ray-project/ray#65983)
 for its dashboard agent to write the agent's port files, and aborts when a slow import misses it; it only waits
 for a port left at 0. `agent_ports_up_front` gives a new local node its agents' ports before it starts.
@@ -25,6 +30,7 @@ STARTUP_WAIT_S = 600
 RAY_STARTUP_ENV = {
     "RAY_gcs_server_port_wait_time_s": str(STARTUP_WAIT_S),  # the GCS writing its port (default 30 s)
     "RAY_worker_register_timeout_seconds": str(STARTUP_WAIT_S),  # a worker importing torch and VERL (60 s)
+    "RAY_worker_niceness": "0",  # the trainer's workers at their starter's priority, not nice 15
 }
 
 

@@ -240,6 +240,9 @@ def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, 
     assert all(ip.startswith("127.") or ip in ("::1", "::ffff:127.0.0.1") for _name, ip, _port in listeners), listeners
     # V1's batch store is among them (TransferQueue binds to Ray's node address)
     assert {"ray::TransferQueueController", "ray::SimpleStorageUnit"} <= {n for n, _ip, _port in listeners}, listeners
+    # Ray starts workers at nice 15; on CPU they are the training, so they keep the supervisor's priority.
+    workers = _ray_worker_niceness(int((first / "supervisor.pid").read_text()))
+    assert workers and set(workers.values()) == {os.getpriority(os.PRIO_PROCESS, 0)}, workers
     os.kill(int((first / "supervisor.pid").read_text()), signal.SIGKILL)  # the worker's host loses it
     job = _run_until(job, lambda j: j.state == JobState.LOST, "lost", celery_worker_proc, timeout=120)
     assert not _ray_processes(run_dir)  # the sync stopped what the dead supervisor left
@@ -281,6 +284,20 @@ def _listeners(supervisor_pid: int) -> list[tuple[str, str, int]]:
         try:
             found += [(proc.name(), c.laddr.ip, c.laddr.port) for c in proc.net_connections(kind="inet")
                       if c.status == psutil.CONN_LISTEN]
+        except psutil.Error:
+            continue  # a process that ended while the tree was read
+    return found
+
+
+def _ray_worker_niceness(supervisor_pid: int) -> dict[str, int]:
+    """{process name: nice value} of the Ray worker processes (named ray::...) in the attempt's process tree."""
+    import psutil
+
+    found = {}
+    for proc in psutil.Process(supervisor_pid).children(recursive=True):
+        try:
+            if proc.name().startswith("ray::"):
+                found[f"{proc.name()}[{proc.pid}]"] = proc.nice()
         except psutil.Error:
             continue  # a process that ended while the tree was read
     return found
