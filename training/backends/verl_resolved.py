@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,6 +84,11 @@ def same_value(want: Any, got: Any) -> bool:
     return str(want) == str(got) and type(want) is type(got)
 
 
+# Hydra keeps one initialised config per process: two threads composing at once (two job pages of a threaded
+# web server) made the second fail with "GlobalHydra is already initialized".
+_HYDRA_LOCK = threading.Lock()
+
+
 def config_dir() -> str:
     """The installed VERL's Hydra config folder (found without importing VERL)."""
     spec = importlib.util.find_spec("verl")
@@ -102,7 +108,7 @@ def compose(overrides: list[str]):
     if rest and rest[0].startswith("--config-name="):
         name, rest = rest[0].split("=", 1)[1], rest[1:]
     try:
-        with initialize_config_dir(config_dir=config_dir(), version_base=None):
+        with _HYDRA_LOCK, initialize_config_dir(config_dir=config_dir(), version_base=None):
             return hydra_compose(config_name=name, overrides=rest)
     except (HydraException, OmegaConfBaseException) as exc:
         raise BackendError(f"VERL's config refuses the overrides: {exc}") from None

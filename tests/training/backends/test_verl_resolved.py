@@ -97,3 +97,35 @@ def test_a_host_without_verl_previews_the_command_and_leaves_the_check_to_the_wo
     assert "VERL is not installed here: the worker checks what VERL resolves before launch" in text
     with pytest.raises(BackendError, match="VERL is not installed on this worker"):
         VerlBackend().prepare(spec, run_dir, 1)
+
+
+def test_two_threads_compose_at_once(monkeypatch):
+    """Two job pages at once on a threaded server: each composes VERL's config in Hydra's one global state."""
+    import contextlib
+    import threading
+
+    import hydra
+
+    both_inside = threading.Barrier(2)
+    real = hydra.compose
+
+    def held(*args, **kwargs):  # hold the first one inside Hydra until the second arrives (or gives up waiting)
+        with contextlib.suppress(threading.BrokenBarrierError):
+            both_inside.wait(timeout=2)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hydra, "compose", held)
+    results, errors = [], []
+
+    def one() -> None:
+        try:
+            results.append(verl_resolved.compose(["trainer.total_epochs=2"]).trainer.total_epochs)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and results == [2, 2], errors
