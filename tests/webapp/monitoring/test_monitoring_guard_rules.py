@@ -77,6 +77,21 @@ def test_warn_records_the_trip_and_the_run_goes_on(launched_job):
     assert GuardRulesRecord.objects.get(job=job).trips == 1
 
 
+def test_a_trip_is_recorded_whole_or_not_at_all(launched_job, monkeypatch):
+    """The run's event and the audit entry of a trip go together: a reader that sees one sees the other."""
+    from webapp.monitoring.services import guard
+
+    def audit_store_down(**kwargs):
+        raise RuntimeError("the audit log cannot be written")
+
+    monkeypatch.setattr(guard, "audit", audit_store_down)
+    job = _rules(launched_job(), {"rule": "zero_variance_groups", "warmup": 1, "patience": 2})
+    _log(job, 1, {1: {"critic/zero_variance_group_share": 1.0}, 2: {"critic/zero_variance_group_share": 0.95},
+                  3: {"critic/zero_variance_group_share": 1.0}})
+    sync_job(job)  # the guard's failure is logged; the sync goes on
+    assert not RunEvent.objects.filter(job=job, kind="guard_rule").exists()
+
+
 def test_branch_starts_a_child_from_the_checkpoint_and_the_parent_continues(launched_job, checkpoint):
     job = _rules(launched_job(), {"rule": "kl", "threshold": 0.1, "patience": 1, "action": "branch",
                                   "lr_factor": 0.5, "max_restores": 1})

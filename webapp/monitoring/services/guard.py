@@ -89,13 +89,14 @@ def _act(job: Job, d: Decision, candidates: dict[int, Checkpoint]) -> None:
     target = candidates.get(d.to_step) if d.action in (RESTORE, BRANCH) and d.to_step is not None else None
     data = {**d.to_dict(), "checkpoint": target.pk if target else None,
             "checkpoint_job": target.job_id if target else None}
-    RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step, message=d.reason[:500], data=data)
+    with transaction.atomic():  # the run's event and the audit entry of one trip are written together
+        RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step, message=d.reason[:500], data=data)
+        audit(actor=None, action=f"guard_rule.{d.action}", project=job.project, obj=job, summary=d.reason,
+              before={"rule": d.rule, "step": d.step, "values": d.values,
+                      "hp": {k: job_hp(job).get(k) for k in d.hp}},
+              after={"to_step": d.to_step, "hp": d.hp} if target else {"action": d.action})
     notify(job.project, "guard.tripped", job=job, message=d.reason, data={"rule": d.rule, "action": d.action,
                                                                            "step": d.step, "to_step": d.to_step})
-    audit(actor=None, action=f"guard_rule.{d.action}", project=job.project, obj=job, summary=d.reason,
-          before={"rule": d.rule, "step": d.step, "values": d.values,
-                  "hp": {k: job_hp(job).get(k) for k in d.hp}},
-          after={"to_step": d.to_step, "hp": d.hp} if target else {"action": d.action})
     if job.is_attached and d.action != WARN:  # not the app's process: the notification above is all it can do
         RunEvent.objects.create(job=job, kind=EVENT_KIND, step=d.step, data={"rule": d.rule, "action": WARN},
                                 message=f"Rule {d.rule} would {d.action} the run; an attached run is only warned about")
