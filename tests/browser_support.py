@@ -92,12 +92,12 @@ def login(page, live_server, username: str, password: str) -> None:
     page.wait_for_url(lambda url: "/login/" not in url)
 
 
-
 def start_test_run(page) -> None:
     """Click a reward's "Run test" once the page's script has bound the form (marked ready): clicked earlier, the
     form posts without scripts and the browser leaves for the test-run's own page."""
     page.wait_for_selector("#test-run-form[data-ready]")
     page.get_by_role("button", name="Run test").click()
+
 
 @pytest.fixture
 def celery_beat_proc(transactional_db, tmp_path, settings):

@@ -235,15 +235,16 @@ def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, 
     assert "trainer.use_v1=True" in (first / "launch.json").read_text()  # the default trainer
     # It listens on loopback only: GCS, raylet, object manager, agents, metrics, workers, the trainer's store,
     # TransferQueue's controller and storage unit (ZMQ).
-    listeners = _listeners(int((first / "supervisor.pid").read_text()))
+    supervisor_pid = int((first / "supervisor.pid").read_text())
+    listeners = _listeners(supervisor_pid)
     assert len(listeners) >= 5, listeners
     assert all(ip.startswith("127.") or ip in ("::1", "::ffff:127.0.0.1") for _name, ip, _port in listeners), listeners
     # V1's batch store is among them (TransferQueue binds to Ray's node address)
     assert {"ray::TransferQueueController", "ray::SimpleStorageUnit"} <= {n for n, _ip, _port in listeners}, listeners
     # Ray starts workers at nice 15; on CPU they are the training, so they keep the supervisor's priority.
-    workers = _ray_worker_niceness(int((first / "supervisor.pid").read_text()))
+    workers = _ray_worker_niceness(supervisor_pid)
     assert workers and set(workers.values()) == {os.getpriority(os.PRIO_PROCESS, 0)}, workers
-    os.kill(int((first / "supervisor.pid").read_text()), signal.SIGKILL)  # the worker's host loses it
+    os.kill(supervisor_pid, signal.SIGKILL)  # the worker's host loses it
     job = _run_until(job, lambda j: j.state == JobState.LOST, "lost", celery_worker_proc, timeout=120)
     assert not _ray_processes(run_dir)  # the sync stopped what the dead supervisor left
     assert not any(Path(d).exists() for d in _scratch(run_dir, 1))

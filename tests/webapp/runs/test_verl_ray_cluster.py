@@ -14,6 +14,7 @@ import os
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 pytest.importorskip("verl")
@@ -117,7 +118,7 @@ def test_a_two_node_job_trains_on_the_cluster_a_rollback_child_resumes_there_and
     # The check below finds the run's processes on the cluster by its run dir (their environment names it).
     assert pids and pids <= set(ray_cluster.processes_with(str(child_dir))), live
     # Ray's default nice 15 for workers starves a CPU job beside any busy process: they keep the starter's priority.
-    assert {_niceness(pid) for pid in pids} == {os.getpriority(os.PRIO_PROCESS, 0)}, live
+    assert {psutil.Process(pid).nice() for pid in pids} == {os.getpriority(os.PRIO_PROCESS, 0)}, live
 
     job_cancel(job=child, user=engineer)
     child = _run_until(child, lambda j: j.state == JobState.CANCELLED, "the cancel", cluster_worker)
@@ -129,10 +130,6 @@ def test_a_two_node_job_trains_on_the_cluster_a_rollback_child_resumes_there_and
     assert not ray_cluster.processes_with(str(child_dir)), "processes of the cancelled run are left on the cluster"
     assert not _alive(pids), f"worker processes of the cancelled run are left: {_alive(pids)}"
     assert len(stopped["nodes"]) == 2  # the cluster itself lives on
-
-
-def _niceness(pid: int) -> int:
-    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
 
 
 def _alive(pids: set[int]) -> list[int]:
