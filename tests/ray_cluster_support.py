@@ -1,8 +1,8 @@
 """A real Ray cluster on this machine for tests and benchmarks: a head and more nodes, loopback only.
 
 Each node is a `ray start` with its own temp dir and ports picked free on 127.0.0.1; the cluster has
-its own token (`RAY_AUTH_MODE=token`), which every process it starts inherits: `stop()` finds them
-all by that token in their environment and kills them, so it never touches another Ray on the
+its own token (`RAY_AUTH_MODE=token`), which the processes it starts inherit: `stop()` finds them by
+that token, their temp dir and their parentage and kills them, so it never touches another Ray on the
 machine (`ray stop` would stop them all). Each node offers one "GPU" (the CPU platform's resource,
 training/verl_cpu/platform.py), so a VERL CPU job puts one data-parallel worker on each node.
 """
@@ -58,6 +58,13 @@ print(json.dumps({"status": job.status.value if job else None, "job_id": job.job
                   "driver_node": job.driver_node_id if job else None, "actors": actors,
                   "nodes": sorted(n.node_id for n in list_nodes(address=address) if n.state == "ALIVE")}))
 """
+
+
+def _live(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
 
 
 def free_port() -> int:
@@ -170,22 +177,28 @@ class LoopbackRayCluster:
         return found
 
     def processes(self) -> list[int]:
-        """Live processes started by this cluster (they carry its token in their environment)."""
-        marker = f"RAY_AUTH_TOKEN={self.token}".encode()
-        found = []
+        """Live processes started by this cluster: those carrying its token in their environment or naming its
+        temp dir, and their descendants (Ray starts some agents with an environment of its own)."""
+        import psutil
+
+        marker, base = f"RAY_AUTH_TOKEN={self.token}".encode(), str(self.base).encode()
+        found: set[int] = set()
         for entry in os.listdir("/proc"):
             if not entry.isdigit() or int(entry) == os.getpid():
                 continue
             try:
                 with open(f"/proc/{entry}/environ", "rb") as fh:
-                    if marker not in fh.read().split(b"\0"):
-                        continue
-                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
+                    environ = fh.read().split(b"\0")
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
                 continue
-            if state not in ("Z", "X"):
-                found.append(int(entry))
-        return found
+            if marker in environ or base in cmdline:
+                found.add(int(entry))
+        for pid in list(found):
+            with contextlib.suppress(psutil.Error):
+                found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
+        found.discard(os.getpid())
+        return sorted(pid for pid in found if _live(pid))
 
     def stop(self, wait_s: float = 60.0) -> list[int]:
         """Kill every process of the cluster and remove its folders; returns what was still alive after."""
