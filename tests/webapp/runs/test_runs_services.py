@@ -198,6 +198,22 @@ def test_rollback_creates_a_child_job_with_its_own_run_dir(project, engineer, pr
     assert RunEvent.objects.filter(job=parent, kind="rollback").exists()
 
 
+def test_a_rollback_child_of_a_legacy_verl_job_keeps_the_legacy_trainer(project, engineer, prompts_version, tiny_model,
+                                                                        reward_spec, no_enqueue, fake_supervisor):
+    """VERL's trainer (V1 or legacy) is the parent's: a rollback resumes a checkpoint with the trainer that wrote it."""
+    parent = _create(project, engineer, prompts_version, tiny_model, reward_spec, backend="verl",
+                     hp_overrides={"max_steps": 10, "verl.use_v1": False})
+    assert parent.config["verl"]["use_v1"] is False
+    job_launch(parent.pk)
+    parent.refresh_from_db()
+    child = job_create_child(parent=parent, checkpoint=_checkpoint(parent, 5), user=engineer,
+                             hp_overrides={"max_steps": 12})
+    assert child.config["verl"]["use_v1"] is False and child.config["hp"]["max_steps"] == 12
+    assert job_launch(child.pk) == "launched"
+    child.refresh_from_db()
+    assert json.loads((Path(child.run_dir) / "job.json").read_text())["verl"]["use_v1"] is False
+
+
 def test_restore_on_a_running_job_waits_for_the_old_attempt(project, engineer, prompts_version, tiny_model,
                                                            reward_spec, no_enqueue, fake_supervisor):
     """The KL guard's restore: stop the running attempt, start the next one only once the old one has exited."""

@@ -2,8 +2,8 @@
 the demo model, the CPU plugin) under the supervisor; the sync ingests VERL's file logger and lists
 `global_step_N`; the checkpoint exports through VERL's model merger to an HF folder that generates; a
 rollback child resumes from that VERL checkpoint; a killed supervisor ends as lost and the job
-resumes; cancel leaves no Ray process. VERL's V1 trainer (the default) runs all of it; the legacy trainer, a
-choice on the form, runs the first test only (each run costs minutes of CI).
+resumes; cancel leaves no Ray process. VERL's V1 trainer (the default) runs all of it, in one run and its two
+resumes; the legacy trainer, a choice on the form, runs to its end (each launch costs minutes of CI).
 
 Each launch starts a private Ray cluster: about a minute per launch on two cores."""
 from __future__ import annotations
@@ -148,13 +148,13 @@ def _check_export(export, tmp_path: Path, base_model: Path, worker) -> None:
     assert tok.decode(out[0][ids.input_ids.shape[1]:], skip_special_tokens=True).strip()
 
 
-def _check_rollout_store(job, run_dir: Path) -> None:
+def _check_rollout_store(job, run_dir: Path, steps: list[int]) -> None:
     """VERL's rollout dumps hold our reward wrapper's columns; read back, they give the local backend's keys
     and series, and the plotted total is the mean of the scores the advantages were computed from."""
     from training import ingest, rollouts
 
-    assert rollouts.steps(run_dir) == [1, 2]
-    for step in (1, 2):
+    assert set(steps) <= set(rollouts.steps(run_dir))
+    for step in steps:
         rows = ingest.read_samples(run_dir, "rollout", step)
         assert len(rows) == HP["batch_size"] * HP["group_size"]
         assert len({r["uid"] for r in rows}) == HP["batch_size"]
@@ -166,69 +166,40 @@ def _check_rollout_store(job, run_dir: Path) -> None:
         assert all(r["score"] == pytest.approx(r["components"]["near_miss_v1"]) for r in rows)
 
 
-@pytest.mark.parametrize("use_v1", [True, False], ids=["v1", "legacy"])
-def test_verl_grpo_on_cpu_then_a_rollback_child_resumes_from_its_checkpoint(project, engineer, inputs, tmp_path,
-                                                                             celery_worker_proc, stop_runs, use_v1):
-    from webapp.monitoring.services.export import export_request
-    from webapp.runs.services import job_create, job_create_child
+def test_verl_grpo_on_cpu_with_the_legacy_trainer(project, engineer, inputs, celery_worker_proc, stop_runs):
+    """The form's other trainer: a run to its end (a rollback child keeps it: test_runs_services)."""
+    from webapp.runs.services import job_create
 
-    trainer = {} if use_v1 else {"verl.use_v1": False}  # V1 is the default; legacy is the form's other choice
     job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
-                     hp_overrides={**HP, **trainer}, include_unreviewed=True, **inputs)
-    assert job.queue == "cpu" and job.config["hp"]["device"] == "cpu"
-    assert job.config["verl"]["use_v1"] is use_v1
+                     hp_overrides={**HP, "verl.use_v1": False}, include_unreviewed=True, **inputs)
+    assert job.queue == "cpu" and job.config["hp"]["device"] == "cpu" and job.config["verl"]["use_v1"] is False
     job = _run_until(job, lambda j: j.state == JobState.SUCCEEDED, "the VERL job", celery_worker_proc)
     run_dir = Path(job.run_dir)
-    assert f"trainer.use_v1={use_v1}" in (run_dir / "attempts" / "1" / "launch.json").read_text()
-
-    assert (run_dir / "checkpoints" / "global_step_2" / "actor").is_dir()
+    assert "trainer.use_v1=False" in (run_dir / "attempts" / "1" / "launch.json").read_text()
+    assert "TaskRunnerV1" not in (run_dir / "attempts" / "1" / "log.txt").read_text()
     assert list(job.checkpoints.values_list("step", flat=True)) == [2]
-    grad = _metrics(job, "actor/grad_norm")
-    assert sorted(grad) == [1, 2] and all(v > 0 for v in grad.values())
-    # the rollout server samples with the trainer's weights (synced after every update)
-    assert all(v < 1e-2 for v in _metrics(job, "training/rollout_probs_diff_max").values())
-    assert set(_metrics(job, "actor/kl_loss")) == {1, 2}  # the KL guard's metric is logged
-    assert not _ray_processes(run_dir) and not any(Path(d).exists() for d in _scratch(run_dir, 1))
-    _check_rollout_store(job, run_dir)
-
-    ckpt = Checkpoint.objects.get(job=job, step=2)
-    export = export_request(checkpoint=ckpt, user=engineer)  # the worker runs it before the child's launch
-    # 36 prompts at batch 16 make 2 steps an epoch, and demo-cpu plans 1 epoch: the child's steps 3 and 4 need a
-    # second epoch, which VERL gets from the plan (max_steps means the same as on the local backend)
-    child = job_create_child(parent=job, checkpoint=ckpt, user=engineer, hp_overrides={"max_steps": 4})
-    _check_export(export, tmp_path, Path(job.base_model.path), celery_worker_proc)
-    child = _run_until(child, lambda j: j.state == JobState.SUCCEEDED, "the rollback child", celery_worker_proc)
-    child_dir = Path(child.run_dir)
-    assert child_dir != run_dir
-    log = (child_dir / "attempts" / "1" / "log.txt").read_text()
-    assert ("TaskRunnerV1" in log) is use_v1  # the child runs the parent's trainer
-    assert f"Resuming from {ckpt.path}" in log or f"Load from checkpoint folder: {ckpt.path}" in log
-    assert sorted(_metrics(child, "actor/grad_norm")) == [3, 4]  # continues after step 2
-    assert all(v > 0 for v in _metrics(child, "actor/grad_norm").values())
-    assert all(v < 1e-2 for v in _metrics(child, "training/rollout_probs_diff_max").values())
-    assert list(child.checkpoints.values_list("step", flat=True)) == [4]
-    assert child.last_step == 4 and child.error == ""
-    assert not (run_dir / "checkpoints" / "global_step_4").exists()  # the parent is left as it was
-    assert not _ray_processes(child_dir)
+    assert (run_dir / "checkpoints" / "global_step_2" / "actor").is_dir()
+    _check_steps(job, run_dir, [1, 2])
+    _check_ended_clean(run_dir, 1)
 
 
-def _scratch(run_dir: Path, attempt: int) -> list[str]:
-    import json
-
-    launch = json.loads((run_dir / "attempts" / str(attempt) / "launch.json").read_text())
-    return launch.get("scratch_dirs") or []
-
-
-def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, engineer, inputs, settings,
+def test_verl_v1_run_lost_then_rolled_back_then_resumed_and_cancelled(project, engineer, inputs, settings, tmp_path,
                                                                       celery_worker_proc, stop_runs):
+    """The default trainer through a run's life: a killed supervisor ends the run as lost (the sync stops the Ray
+    it left); a rollback child resumes from its checkpoint, runs to its end and exports; the lost run resumes from
+    its last checkpoint and cancel stops it and its Ray. One run and two resumes: each VERL launch costs minutes."""
     import signal
 
-    from webapp.runs.services import job_cancel, job_create, job_resume
+    from webapp.monitoring.services.export import export_request
+    from webapp.runs.services import job_cancel, job_create, job_create_child, job_resume
 
     settings.RUN_HEARTBEAT_STALE_S = 8  # the sync in this process gives the run up sooner
     job = job_create(project=project, user=engineer, kind="grpo", backend="verl", preset="demo-cpu",
                      hp_overrides={**HP, "max_steps": 500}, include_unreviewed=True, **inputs)
-    job = _run_until(job, lambda j: j.checkpoints.filter(step=2).exists(), "the first checkpoint", celery_worker_proc)
+    assert job.queue == "cpu" and job.config["hp"]["device"] == "cpu" and job.config["verl"]["use_v1"] is True
+    # step 2's metrics line is the step's last write, after its checkpoint
+    job = _run_until(job, lambda j: j.checkpoints.filter(step=2).exists() and MetricPoint.objects.filter(
+        job=j, step=2, name="training/rollout_probs_diff_max").exists(), "the first checkpoint", celery_worker_proc)
     run_dir = Path(job.run_dir)
     assert _ray_processes(run_dir)  # a live private Ray cluster
     first = run_dir / "attempts" / "1"
@@ -248,7 +219,29 @@ def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, 
     job = _run_until(job, lambda j: j.state == JobState.LOST, "lost", celery_worker_proc, timeout=120)
     assert not _ray_processes(run_dir)  # the sync stopped what the dead supervisor left
     assert not any(Path(d).exists() for d in _scratch(run_dir, 1))
+    _check_steps(job, run_dir, [1, 2])
 
+    # Rollback: a child from the first checkpoint, with its own run dir, runs two more steps to its end.
+    ckpt = Checkpoint.objects.get(job=job, step=2)
+    kept = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    export = export_request(checkpoint=ckpt, user=engineer)  # the worker runs it before the child's launch
+    # 36 prompts at batch 16 make 2 steps an epoch, and demo-cpu plans 1 epoch: the child's steps 3 and 4 need a
+    # second epoch, which VERL gets from the plan (max_steps means the same as on the local backend)
+    child = job_create_child(parent=job, checkpoint=ckpt, user=engineer, hp_overrides={"max_steps": 4})
+    _check_export(export, tmp_path, Path(job.base_model.path), celery_worker_proc)
+    child = _run_until(child, lambda j: j.state == JobState.SUCCEEDED, "the rollback child", celery_worker_proc)
+    child_dir = Path(child.run_dir)
+    assert child_dir != run_dir
+    log = (child_dir / "attempts" / "1" / "log.txt").read_text()
+    assert "TaskRunnerV1" in log  # the child runs the parent's trainer
+    assert f"Resuming from {ckpt.path}" in log or f"Load from checkpoint folder: {ckpt.path}" in log
+    assert list(child.checkpoints.values_list("step", flat=True)) == [4]
+    assert child.last_step == 4 and child.error == ""
+    _check_steps(child, child_dir, [3, 4])  # continues after step 2
+    _check_ended_clean(child_dir, 1)
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == kept  # the parent is left as it was
+
+    # Resume: the lost run's second attempt continues right after its last checkpoint; cancel stops it.
     job_resume(job=job, user=engineer)
     job = _run_until(job, lambda j: MetricPoint.objects.filter(job=j, attempt=2, name="actor/grad_norm").exists(),
                      "the resumed attempt's first step", celery_worker_proc)
@@ -273,6 +266,28 @@ def test_a_killed_supervisor_is_lost_then_resumes_and_cancel_stops_ray(project, 
     while _alive(pid) and time.time() < deadline:
         time.sleep(0.5)
     assert not _alive(pid)
+
+
+def _check_steps(job: Job, run_dir: Path, steps: list[int]) -> None:
+    """What each of these steps logged: a gradient, the rollout server in step with the trainer's weights (synced
+    after every update), the KL guard's metric, and the rollout dumps behind the reward curve."""
+    grad = _metrics(job, "actor/grad_norm")
+    assert set(steps) <= set(grad) and all(grad[s] > 0 for s in steps), grad
+    diff = _metrics(job, "training/rollout_probs_diff_max")
+    assert all(diff[s] < 1e-2 for s in steps), diff
+    assert set(steps) <= set(_metrics(job, "actor/kl_loss"))
+    _check_rollout_store(job, run_dir, steps)
+
+
+def _check_ended_clean(run_dir: Path, attempt: int) -> None:
+    assert not _ray_processes(run_dir) and not any(Path(d).exists() for d in _scratch(run_dir, attempt))
+
+
+def _scratch(run_dir: Path, attempt: int) -> list[str]:
+    import json
+
+    launch = json.loads((run_dir / "attempts" / str(attempt) / "launch.json").read_text())
+    return launch.get("scratch_dirs") or []
 
 
 def _listeners(supervisor_pid: int) -> list[tuple[str, str, int]]:
