@@ -63,8 +63,12 @@ def test_micro_batches_match_the_whole_batch(make_run, read_metrics, kind, hp):
     for run in (whole, micro):
         run_job(run, run / "metrics.jsonl")
     a, b = read_metrics(whole / "metrics.jsonl"), read_metrics(micro / "metrics.jsonl")
-    for step in (1, 2):
+    # Step 1 is the same gradient summed in another order. Step 2 follows one AdamW update, whose first step is
+    # about lr * sign(g): a gradient entry near zero whose float32 sum came out a hair different moves its weight by
+    # a different fraction of lr. On some CPUs that moved step 2's KL (a small difference of log-probs) by 1.2e-4 of
+    # itself; a wrong micro-batch scaling changes step 1's gradient norm by a factor.
+    for step, rel in ((1, 1e-4), (2, 1e-3)):
         sa, sb = _stable(a[step]), _stable(b[step])
         assert sa.keys() == sb.keys()
         for k in sa:
-            assert sb[k] == pytest.approx(sa[k], rel=1e-4, abs=1e-6), (step, k)
+            assert sb[k] == pytest.approx(sa[k], rel=rel, abs=1e-6), (step, k)
