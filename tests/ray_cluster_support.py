@@ -60,13 +60,6 @@ print(json.dumps({"status": job.status.value if job else None, "job_id": job.job
 """
 
 
-def _live(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -197,7 +190,6 @@ class LoopbackRayCluster:
         for pid in list(found):
             with contextlib.suppress(psutil.Error):
                 found.update(child.pid for child in psutil.Process(pid).children(recursive=True))
-        found.discard(os.getpid())
         return sorted(pid for pid in found if _live(pid))
 
     def stop(self, wait_s: float = 60.0) -> list[int]:
@@ -212,3 +204,13 @@ class LoopbackRayCluster:
             left = self.processes()
         shutil.rmtree(self.base, ignore_errors=True)
         return left
+
+
+def _live(pid: int) -> bool:
+    """Running: not gone, not a zombie waiting for its reaper."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() not in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD)
+    except psutil.Error:
+        return False
