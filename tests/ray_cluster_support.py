@@ -14,14 +14,13 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from training.verl_cpu.ray_startup import RAY_STARTUP_ENV
+from training.verl_cpu.ray_startup import RAY_STARTUP_ENV, free_loopback_ports
 
 START_TIMEOUT_S = 600  # a bound for a machine under heavy load; `ray start` returns once the node is up
 # `ray start`, keeping 127.0.0.1 as the node's IP: Ray replaces a loopback --node-ip-address with the
@@ -60,18 +59,14 @@ print(json.dumps({"status": job.status.value if job else None, "job_id": job.job
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class LoopbackRayCluster:
     def __init__(self, nodes: int = 2, cpus_per_node: int = 4) -> None:
         self.nodes, self.cpus = nodes, cpus_per_node
         self.base = Path(tempfile.mkdtemp(prefix="rlhf-rc-", dir="/tmp"))  # Ray's socket paths must stay short
         self.token = secrets.token_hex(16)
-        self.gcs_port, self.dashboard_port = free_port(), free_port()
+        # every port the cluster is told, chosen together so no two components are handed the same one
+        self._ports = iter(free_loopback_ports(3 + 4 * nodes))
+        self.gcs_port, self.dashboard_port = next(self._ports), next(self._ports)
         bin_dir = str(Path(sys.executable).parent)
         self.env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                     "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": self.token, "RAY_USAGE_STATS_ENABLED": "0",
@@ -96,15 +91,16 @@ class LoopbackRayCluster:
     def _node_args(self, index: int) -> list[str]:
         temp = self.base / f"n{index}"
         temp.mkdir()
+        agent_listen, agent_grpc, metrics_export, runtime_env = (next(self._ports) for _ in range(4))
         return ["--node-ip-address=127.0.0.1", f"--num-cpus={self.cpus}", "--num-gpus=1", f"--temp-dir={temp}",
-                f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-                f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+                f"--dashboard-agent-listen-port={agent_listen}", f"--dashboard-agent-grpc-port={agent_grpc}",
+                f"--metrics-export-port={metrics_export}", f"--runtime-env-agent-port={runtime_env}",
                 "--disable-usage-stats"]
 
     def start(self) -> LoopbackRayCluster:
         head = [*self.ray_start, "--head", f"--port={self.gcs_port}", "--dashboard-host=127.0.0.1",
                 f"--dashboard-port={self.dashboard_port}", "--include-dashboard=true",
-                f"--ray-client-server-port={free_port()}", *self._node_args(0)]
+                f"--ray-client-server-port={next(self._ports)}", *self._node_args(0)]
         try:
             self._run(head)
             for index in range(1, self.nodes):
