@@ -4,9 +4,19 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from training.supervisor import release_scratch
+
+
+def started_naming(proc: subprocess.Popen, name: str) -> None:
+    """Until the child's command line names `name`; fails with why when it exited first."""
+    deadline = time.monotonic() + 300  # a hang guard only
+    while name not in Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode(errors="replace"):
+        assert proc.poll() is None, f"the child exited with {proc.returncode}: {proc.stderr.read()[-2000:]!r}"
+        assert time.monotonic() < deadline, "the child never showed its command line"
+        time.sleep(0.05)
 
 
 def test_release_kills_the_processes_naming_a_scratch_dir_and_deletes_it(tmp_path):
@@ -14,9 +24,11 @@ def test_release_kills_the_processes_naming_a_scratch_dir_and_deletes_it(tmp_pat
     scratch.mkdir()
     (scratch / "session.log").write_text("x")
     other = tmp_path / "rlhf-ray-other"
-    naming = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", str(scratch)])
-    unrelated = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", str(other)])
+    naming, unrelated = (subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", str(path)],
+                                          stderr=subprocess.PIPE) for path in (scratch, other))
     try:
+        started_naming(naming, str(scratch))
+        started_naming(unrelated, str(other))
         assert release_scratch([str(scratch)]) == 1
         assert naming.wait(timeout=120) != 0 and unrelated.poll() is None
         assert not scratch.exists()

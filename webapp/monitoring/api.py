@@ -141,7 +141,7 @@ def evaluation_rate(ev) -> dict:
 def checkpoint_json(row: dict) -> dict:
     c, ev = row["checkpoint"], row["evaluation"]
     return {"id": c.pk, "step": c.step, "time": c.created_at.isoformat(), "path": c.path, "size_bytes": c.size_bytes,
-            "status": c.status, "promoted": c.promoted, "active": row["is_active"], "metrics": row["metrics"],
+            "status": row["status"], "promoted": c.promoted, "active": row["is_active"], "metrics": row["metrics"],
             "children": [j.pk for j in row["children"]],
             "evaluation": None if ev is None else {"id": ev.pk, "status": ev.status, "error": ev.error,
                                                    **evaluation_rate(ev)}}

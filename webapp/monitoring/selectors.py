@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -327,8 +328,18 @@ def checkpoint_rows(job: Job, metric_keys: list[str], offset: int = 0,
         rows.append({"checkpoint": c, "metrics": metrics, "is_active": c.pk == active_id,
                      "children": users.get(c.pk, []), "evaluation": evals[0] if evals else None,
                      "human_evals": c.human_evals_newest_first, "exports": list(latest_exports.values()),
-                     "available": c.status == CheckpointStatus.AVAILABLE})
+                     **status_on_disk(c)})
     return rows
+
+
+def status_on_disk(ckpt: Checkpoint) -> dict[str, Any]:
+    """The checkpoint's status as the table and the API give it: an available one whose folder is gone (retention
+    removed it since the run's last sync) is missing already, so nothing offers to roll back to it."""
+    status = ckpt.status
+    if status == CheckpointStatus.AVAILABLE and not Path(ckpt.path).is_dir():
+        status = CheckpointStatus.MISSING
+    return {"status": status, "status_label": CheckpointStatus(status).label,
+            "available": status == CheckpointStatus.AVAILABLE}
 
 
 @dataclass

@@ -174,3 +174,27 @@ def test_a_retention_sweep_takes_the_same_few_queries_for_200_checkpoints(make_j
         == set(range(1, 199))
     assert sorted(p.name for p in (Path(job.run_dir) / "checkpoints").glob("global_step_*")) == \
         ["global_step_199", "global_step_200"]
+
+
+def test_a_checkpoint_whose_folder_is_gone_is_listed_missing_and_not_offered(launched_job, checkpoint, engineer,
+                                                                            as_user, api_for):
+    """Retention can remove a folder between two syncs of the run: the table and the API read the disk, so the
+    gone step offers no roll back, and a rollback already on its way is refused naming the steps there are."""
+    import shutil
+
+    parent = launched_job()
+    checkpoint(parent, 5)
+    checkpoint(parent, 10)
+    shutil.rmtree(Checkpoint.objects.get(job=parent, step=5).path)
+    slug = parent.project.slug
+    body = as_user(engineer).get(f"/p/{slug}/monitor/jobs/{parent.pk}/checkpoints/").content.decode()
+    assert 'data-step="10"' in body and 'data-step="5"' not in body
+    row_5 = body[body.index('<th scope="row">5</th>'):]
+    assert "Missing on disk" in row_5[:row_5.index("</tr>")]
+    listed = api_for(engineer).get(f"/api/projects/{slug}/monitor/jobs/{parent.pk}/checkpoints/").json()
+    assert {c["step"]: c["status"] for c in listed["checkpoints"]} == {5: "missing", 10: "available"}
+    page = as_user(engineer).post(f"/p/{slug}/monitor/jobs/{parent.pk}/checkpoints/5/rollback/", {"reason": "x"},
+                                  follow=True)
+    shown = [str(m) for m in page.context["messages"]]
+    assert any("step 5 is missing on disk" in m and "(available: 10)" in m for m in shown), shown
+    assert not Job.objects.filter(parent=parent).exists()

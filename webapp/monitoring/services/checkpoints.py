@@ -76,16 +76,18 @@ def checkpoint_get(*, job: Job, step: Any) -> Checkpoint:
     except (TypeError, ValueError):
         raise ApplicationError(f"The step must be a whole number, got '{step}'.", field="step") from None
     ckpt = Checkpoint.objects.filter(job=job, step=step).first()
-    available = list(Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE)
-                     .order_by("step").values_list("step", flat=True))
+    if ckpt is not None and ckpt.status == CheckpointStatus.AVAILABLE and Path(ckpt.path).is_dir():
+        return ckpt
+    on_disk = [c.step for c in Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE).order_by("step")
+               if Path(c.path).is_dir()]
+    listing = f"(available: {', '.join(map(str, on_disk)) or 'none yet'})"
     if ckpt is None:
-        listing = ", ".join(map(str, available)) or "none yet"
-        raise ApplicationError(f"Run #{job.pk} has no checkpoint at step {step} (available: {listing}).", field="step")
+        raise ApplicationError(f"Run #{job.pk} has no checkpoint at step {step} {listing}.", field="step")
     if ckpt.status != CheckpointStatus.AVAILABLE:
-        raise ApplicationError(f"The checkpoint at step {step} is {ckpt.get_status_display().lower()}.", field="step")
-    if not Path(ckpt.path).is_dir():
-        raise ApplicationError(f"The checkpoint folder for step {step} is missing on disk ({ckpt.path}).", field="step")
-    return ckpt
+        raise ApplicationError(f"The checkpoint at step {step} is {ckpt.get_status_display().lower()} {listing}.",
+                               field="step")
+    raise ApplicationError(f"The checkpoint folder for step {step} is missing on disk: retention may have removed "
+                           f"it since the run was last read {listing}.", field="step")
 
 
 def _describe(ckpt: Checkpoint | None) -> dict[str, Any] | None:
