@@ -124,6 +124,7 @@ def main() -> None:
     from training.local.config import load_job
     from training.local.data import EpochSampler
     from training.local.grpo import GRPOTrainer
+    from training.local.loop import make_optimizer
     from training.local.train import make_scorer
     from training.reward_client import RewardScorer
 
@@ -140,6 +141,7 @@ def main() -> None:
     seed_everything(job.hp.seed)
     with make_scorer(job, "cpu") as train_scorer, RewardScorer(eval_reward, run, sandbox=job.sandbox) as scorer:
         trainer = GRPOTrainer(job, train_scorer)
+        trainer.optimizer, trainer.scheduler = make_optimizer(trainer.model, job.hp)  # as run_loop makes it
         set_threads(trainer.model)
         val_rows, val_prompts = trainer.val_rows, trainer.val_prompts
         print(f"load average {load_average()}; {len(trainer.rows)} train / {len(val_rows)} val problems; "

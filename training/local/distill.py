@@ -53,7 +53,7 @@ class DistillTrainer:
     def __init__(self, job: Job, scorer: RewardScorer | None) -> None:
         self.job, self.hp, self.scorer = job, job.hp, scorer
         self.rt = Runtime(job)
-        self.model, self.tok, self.optimizer, self.scheduler = self.rt.load_trainable()
+        self.model, self.tok = self.rt.load_policy()  # its optimizer: run_loop's
         self.rt.check_context(self.model, self.hp.max_prompt_length + self.hp.max_response_length)
         self.teacher, t_tok = self.rt.load_frozen(job.teacher_path)  # type: ignore[arg-type]
         if t_tok.get_vocab() != self.tok.get_vocab():

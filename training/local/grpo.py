@@ -116,7 +116,7 @@ class GRPOTrainer:
         max_prompt, context = hp.max_prompt_length, hp.max_prompt_length + hp.max_response_length
         base, train_path, val_path = job.model_path, job.train_path, job.val_path
         self.rt = Runtime(job)
-        self.model, self.tok, self.optimizer, self.scheduler = self.rt.load_trainable()
+        self.model, self.tok = self.rt.load_policy()  # its optimizer: run_loop's
         self.rt.check_context(self.model, context)
         self.ref = self.rt.load_frozen(base)[0] if self.use_kl and not self.lora else None
         self.rows, self.prompts = fit_prompts(read_jsonl(train_path), self.tok, max_prompt, train_path.name)

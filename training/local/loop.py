@@ -20,7 +20,7 @@ class Algorithm(Protocol):
     kind: str
     model: Any
     tok: Any
-    optimizer: torch.optim.Optimizer
+    optimizer: torch.optim.Optimizer  # both set by run_loop (make_optimizer) for `model`'s trainable weights
     scheduler: Any
 
     def train_step(self, indices: list[int], step: int) -> dict[str, float]: ...
@@ -61,11 +61,6 @@ class Runtime:
             model, _ = load_model_and_tokenizer(resume_model, self.device, torch.float32, kind=kind)
             return model, load_tokenizer(job.model_path)
         return load_model_and_tokenizer(job.model_path, self.device, torch.float32, lora=lora, kind=kind)
-
-    def load_trainable(self, kind: str = "causal_lm"):
-        """The trainable model (`load_policy`) with its tokenizer, optimizer and learning-rate schedule."""
-        model, tok = self.load_policy(kind)
-        return (model, tok, *make_optimizer(model, self.job.hp))
 
     def check_context(self, model, need: int) -> None:
         """Refuse a job whose prompt + response cannot fit the model's position table."""
@@ -158,8 +153,10 @@ def restore(job: Job, algo: Algorithm, sampler: EpochSampler) -> tuple[int, dict
 
 
 def run_loop(job: Job, algo: Algorithm, n_rows: int, logger: MetricsLogger) -> int:
-    """Train to the end; returns the last step. Resumed runs continue at step N+1 with the saved RNG."""
+    """Train to the end; returns the last step. Resumed runs continue at step N+1 with the saved RNG. The loop
+    owns the optimizer: it makes it for the algorithm's trainable weights, steps, saves and restores it."""
     hp = job.hp
+    algo.optimizer, algo.scheduler = make_optimizer(algo.model, hp)
     if hp.batch_size > n_rows:  # as VERL does: a small dataset (say, an exported arena) trains one batch per epoch
         print(f"note: hp.batch_size={hp.batch_size} is larger than the {n_rows} training rows; using {n_rows}",
               flush=True)

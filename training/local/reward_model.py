@@ -39,7 +39,7 @@ class RewardModelTrainer:
     def __init__(self, job: Job) -> None:
         self.job, self.hp = job, job.hp
         self.rt = Runtime(job)
-        self.model, self.tok, self.optimizer, self.scheduler = self.rt.load_trainable(kind="seq_cls")
+        self.model, self.tok = self.rt.load_policy(kind="seq_cls")  # its optimizer: run_loop's
         self.tok.truncation_side = "left"  # the score is read at the last token: keep the response end
         limit = getattr(self.model.config, "max_position_embeddings", None) or self.hp.max_seq_len
         self.max_len = min(self.hp.max_seq_len, limit)
