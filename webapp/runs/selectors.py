@@ -1,6 +1,7 @@
 """Reads for jobs and models, and name lookups shared by the CLI and the API."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from django.db.models import Avg, Count, QuerySet
@@ -109,8 +110,11 @@ def model_list(*, project) -> QuerySet[ModelEntry]:
     return ModelEntry.objects.filter(project=project).select_related("created_by", "source_job")
 
 
-def available_checkpoints(job: Job) -> QuerySet[Checkpoint]:
-    return job.checkpoints.filter(status=CheckpointStatus.AVAILABLE).order_by("step")
+def available_checkpoints(job: Job) -> list[Checkpoint]:
+    """The job's checkpoints a user can resume from or register, oldest first: available, and their folder still on
+    disk (retention may have removed one since the run was last synced)."""
+    return [c for c in job.checkpoints.filter(status=CheckpointStatus.AVAILABLE).order_by("step")
+            if Path(c.path).is_dir()]
 
 
 # -- name lookups (CLI / API) ------------------------------------------------------------------

@@ -178,8 +178,9 @@ def test_a_retention_sweep_takes_the_same_few_queries_for_200_checkpoints(make_j
 
 def test_a_checkpoint_whose_folder_is_gone_is_listed_missing_and_not_offered(launched_job, checkpoint, engineer,
                                                                             as_user, api_for):
-    """Retention can remove a folder between two syncs of the run: the table and the API read the disk, so the
-    gone step offers no roll back, and a rollback already on its way is refused naming the steps there are."""
+    """Retention can remove a folder between two syncs of the run: the table, the run page and the API read the
+    disk, so the gone step is offered nowhere, and a rollback already on its way is refused naming the steps there
+    are."""
     import shutil
 
     parent = launched_job()
@@ -191,6 +192,10 @@ def test_a_checkpoint_whose_folder_is_gone_is_listed_missing_and_not_offered(lau
     assert 'data-step="10"' in body and 'data-step="5"' not in body
     row_5 = body[body.index('<th scope="row">5</th>'):]
     assert "Missing on disk" in row_5[:row_5.index("</tr>")]
+    run_page = as_user(engineer).get(f"/p/{slug}/jobs/{parent.pk}/").content.decode()
+    register = run_page[run_page.index('id="register-step"'):]
+    register = register[:register.index("</select>")]  # "Register a checkpoint as a model" offers what is there
+    assert '<option value="10">' in register and '<option value="5">' not in register
     listed = api_for(engineer).get(f"/api/projects/{slug}/monitor/jobs/{parent.pk}/checkpoints/").json()
     assert {c["step"]: c["status"] for c in listed["checkpoints"]} == {5: "missing", 10: "available"}
     page = as_user(engineer).post(f"/p/{slug}/monitor/jobs/{parent.pk}/checkpoints/5/rollback/", {"reason": "x"},
