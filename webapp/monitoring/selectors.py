@@ -4,7 +4,6 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from webapp.core.models import Project
 from webapp.monitoring import rollup
 from webapp.monitoring.downsample import minmax_indices
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, MetricPoint, RunEvent
+from webapp.runs.selectors import checkpoint_on_disk
 
 DEFAULT_POINTS = 1500
 MAX_POINTS = 20_000
@@ -336,7 +336,7 @@ def status_on_disk(ckpt: Checkpoint) -> dict[str, Any]:
     """The checkpoint's status as the table and the API give it: an available one whose folder is gone (retention
     removed it since the run's last sync) is missing already, so nothing offers to roll back to it."""
     status = ckpt.status
-    if status == CheckpointStatus.AVAILABLE and not Path(ckpt.path).is_dir():
+    if status == CheckpointStatus.AVAILABLE and not checkpoint_on_disk(ckpt):
         status = CheckpointStatus.MISSING
     return {"status": status, "status_label": CheckpointStatus(status).label,
             "available": status == CheckpointStatus.AVAILABLE}

@@ -110,11 +110,16 @@ def model_list(*, project) -> QuerySet[ModelEntry]:
     return ModelEntry.objects.filter(project=project).select_related("created_by", "source_job")
 
 
+def checkpoint_on_disk(ckpt: Checkpoint) -> bool:
+    """Usable now: available, and its folder still on disk (retention may have removed it since the run's last
+    sync, which marks it then)."""
+    return ckpt.status == CheckpointStatus.AVAILABLE and Path(ckpt.path).is_dir()
+
+
 def available_checkpoints(job: Job) -> list[Checkpoint]:
-    """The job's checkpoints a user can resume from or register, oldest first: available, and their folder still on
-    disk (retention may have removed one since the run was last synced)."""
+    """The job's checkpoints a user can resume from or register, oldest first (`checkpoint_on_disk`)."""
     return [c for c in job.checkpoints.filter(status=CheckpointStatus.AVAILABLE).order_by("step")
-            if Path(c.path).is_dir()]
+            if checkpoint_on_disk(c)]
 
 
 # -- name lookups (CLI / API) ------------------------------------------------------------------

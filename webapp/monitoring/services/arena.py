@@ -9,7 +9,6 @@ truth, data source, extra info).
 from __future__ import annotations
 
 import secrets
-from pathlib import Path
 from typing import Any
 
 from django.db import transaction
@@ -25,6 +24,7 @@ from webapp.monitoring.models import BlindPair, BlindSource, BlindTask, Evaluati
 from webapp.monitoring.services.generation import GENERATION_TIMEOUT_S, generate
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind
+from webapp.runs.selectors import checkpoint_on_disk
 from webapp.runs.services.data import to_record
 
 MAX_PROMPTS = 500
@@ -55,7 +55,7 @@ def side_parse(project, ref: str, field: str) -> dict[str, Any]:
             raise ApplicationError("That checkpoint is not in this project.", field=field)
         if ckpt.job.kind == JobKind.REWARD_MODEL:
             raise ApplicationError("A reward model's checkpoint writes no responses.", field=field)
-        if ckpt.status != CheckpointStatus.AVAILABLE or not Path(ckpt.path).is_dir():
+        if not checkpoint_on_disk(ckpt):
             raise ApplicationError(f"The checkpoint at step {ckpt.step} is no longer on disk.", field=field)
         base = ckpt.job.base_model
         return {"kind": "checkpoint", "label": f"Run #{ckpt.job_id} {ckpt.job.name} · step {ckpt.step}",

@@ -27,6 +27,7 @@ from webapp.runs.models import (
     JobState,
     RunEvent,
 )
+from webapp.runs.selectors import available_checkpoints, checkpoint_on_disk
 from webapp.runs.services import launch
 
 logger = logging.getLogger(__name__)
@@ -76,11 +77,9 @@ def checkpoint_get(*, job: Job, step: Any) -> Checkpoint:
     except (TypeError, ValueError):
         raise ApplicationError(f"The step must be a whole number, got '{step}'.", field="step") from None
     ckpt = Checkpoint.objects.filter(job=job, step=step).first()
-    if ckpt is not None and ckpt.status == CheckpointStatus.AVAILABLE and Path(ckpt.path).is_dir():
+    if ckpt is not None and checkpoint_on_disk(ckpt):
         return ckpt
-    on_disk = [c.step for c in Checkpoint.objects.filter(job=job, status=CheckpointStatus.AVAILABLE).order_by("step")
-               if Path(c.path).is_dir()]
-    listing = f"(available: {', '.join(map(str, on_disk)) or 'none yet'})"
+    listing = f"(available: {', '.join(str(c.step) for c in available_checkpoints(job)) or 'none yet'})"
     if ckpt is None:
         raise ApplicationError(f"Run #{job.pk} has no checkpoint at step {step} {listing}.", field="step")
     if ckpt.status != CheckpointStatus.AVAILABLE:

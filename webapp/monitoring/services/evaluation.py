@@ -21,7 +21,8 @@ from webapp.monitoring import winrates
 from webapp.monitoring.models import CheckpointEvaluation, EvaluationStatus
 from webapp.monitoring.services.work import claim
 from webapp.notifications.services import notify
-from webapp.runs.models import Checkpoint, CheckpointStatus, JobKind, RunEvent
+from webapp.runs.models import Checkpoint, JobKind, RunEvent
+from webapp.runs.selectors import checkpoint_on_disk
 
 EVAL_TIMEOUT_S = int(getattr(settings, "EVALUATION_TIMEOUT_S", 25 * 60))
 
@@ -36,7 +37,7 @@ def evaluation_request(*, checkpoint: Checkpoint, user) -> CheckpointEvaluation:
     job = checkpoint.job
     if job.kind == JobKind.REWARD_MODEL:
         raise ApplicationError("A reward model has no responses to judge; its validation accuracy is on the curves.")
-    if checkpoint.status != CheckpointStatus.AVAILABLE or not Path(checkpoint.path).is_dir():
+    if not checkpoint_on_disk(checkpoint):
         raise ApplicationError(f"The checkpoint at step {checkpoint.step} is no longer on disk.")
     running = CheckpointEvaluation.objects.filter(
         checkpoint=checkpoint, status__in=[EvaluationStatus.QUEUED, EvaluationStatus.RUNNING]).first()

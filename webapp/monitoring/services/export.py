@@ -21,7 +21,8 @@ from webapp.core.services import ApplicationError
 from webapp.monitoring.models import CheckpointExport, EvaluationStatus
 from webapp.monitoring.services.checkpoints import checkpoint_get, checkpoint_is_lora
 from webapp.monitoring.services.work import claim
-from webapp.runs.models import Checkpoint, CheckpointStatus, RunEvent
+from webapp.runs.models import Checkpoint, RunEvent
+from webapp.runs.selectors import checkpoint_on_disk
 
 
 def export_variant(checkpoint: Checkpoint, merge_lora: bool) -> str:
@@ -54,7 +55,7 @@ def export_request(*, checkpoint: Checkpoint, user, merge_lora: bool = True) -> 
     """The export to download: a ready one, the one being built, or a new one queued for a worker."""
     job = checkpoint.job
     checkpoint = checkpoint_get(job=job, step=checkpoint.step)
-    if checkpoint.status != CheckpointStatus.AVAILABLE or not Path(checkpoint.path).is_dir():
+    if not checkpoint_on_disk(checkpoint):
         raise ApplicationError(f"The checkpoint at step {checkpoint.step} is no longer on disk.")
     variant = export_variant(checkpoint, merge_lora)
     earlier = CheckpointExport.objects.filter(checkpoint=checkpoint, variant=variant).select_related("checkpoint")

@@ -10,7 +10,6 @@ The reward-vs-human gap is checked when the task closes (services/gap.py).
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -28,6 +27,7 @@ from webapp.monitoring.services.generation import generate
 from webapp.monitoring.services.judges import judge_request
 from webapp.notifications.services import notify
 from webapp.runs.models import Checkpoint, CheckpointStatus, Job, RunEvent
+from webapp.runs.selectors import checkpoint_on_disk
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ def _opponent(job: Job, ckpts: list[Checkpoint], k: int, sched: dict) -> dict[st
     if sched.get("against") != "base":
         back = k - int(sched["every"])
         for earlier in ([ckpts[back]] if back >= 0 else []) + [ckpts[j] for j in range(k - 1, -1, -1)]:
-            if earlier.status == CheckpointStatus.AVAILABLE and Path(earlier.path).is_dir():
+            if checkpoint_on_disk(earlier):
                 return {"kind": "checkpoint", "label": f"step {earlier.step}", "checkpoint": earlier.pk,
                         "job": job.pk, "step": earlier.step, "path": earlier.path, "base_model": _base_path(job)}
     base = job.base_model if job.base_model_id else None
