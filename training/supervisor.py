@@ -42,6 +42,7 @@ RAY_STOP_TIMEOUT_S = 600
 PR_SET_PDEATHSIG = 1
 ATTEMPT_ENV = "WORKBENCH_ATTEMPT_DIR"
 REPO_ROOT = Path(__file__).resolve().parents[1]
+HOST = socket.gethostname()  # in the heartbeat: the web app adopts a supervisor its launch never recorded
 
 
 def _child_preexec(supervisor_pid: int):
@@ -170,7 +171,7 @@ def _supervise(adir: AttemptDir, log) -> int:
             _stop_group(pgid, proc, 2.0)
         release_scratch(_scratch_dirs(launch))
         extra = _ray_job_end(launch, stop["by"] is not None, log) if launch.get("ray_job") else {}
-    write_json(adir.heartbeat, {"time": time.time(), "pid": proc.pid})
+    write_json(adir.heartbeat, {"time": time.time(), "pid": proc.pid, "host": HOST})
     write_json(adir.exit, {"returncode": rc, "cancelled": stop["by"] in ("cancel", "sigterm"),
                                             "stopped_by": stop["by"], "ended_at": time.time(),
                                             "started_at": started, **extra})
@@ -187,7 +188,7 @@ def _beating(adir: AttemptDir, pid: int):
     def beat() -> None:
         while True:
             with contextlib.suppress(OSError):
-                write_json(adir.heartbeat, {"time": time.time(), "pid": pid})
+                write_json(adir.heartbeat, {"time": time.time(), "pid": pid, "host": HOST})
             if done.wait(HEARTBEAT_EVERY_S):
                 return
 

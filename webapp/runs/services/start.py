@@ -128,8 +128,9 @@ def job_launch(job_id: int) -> str:
         _fail(job, attempt, f"launch failed: {exc}")
         return "launched"
     now = timezone.now()
-    JobAttempt.objects.filter(pk=attempt.pk).update(supervisor_pid=pid, host=socket.gethostname()[:200],
-                                                    state=JobState.RUNNING, started_at=now)
+    if not JobAttempt.objects.filter(pk=attempt.pk, supervisor_pid__isnull=True).update(
+            supervisor_pid=pid, host=socket.gethostname()[:200], state=JobState.RUNNING, started_at=now):
+        return "launched"  # so slow that the sync adopted the supervisor already (sync.adopt_orphaned_supervisor)
     step = _resume_step(attempt.resume_from)
     Job.objects.filter(pk=job.pk).update(
         state=JobState.RUNNING, run_dir=str(run_dir), attempt_count=attempt.number, started_at=job.started_at or now,

@@ -290,6 +290,39 @@ def _set_state(job: Job, state: str, message: str, **fields: Any) -> bool:
     return bool(changed)
 
 
+def adopt_orphaned_supervisor(job: Job) -> bool:
+    """A worker killed while it spawned the supervisor leaves a run going that the database does not know
+    (the job `starting`, its attempt without a pid). Once the supervisor's pid file is older than the
+    staleness limit and its run has shown a heartbeat (or ended), record it as the launch would have; the
+    launch, if it was only slow, then finds the pid taken and changes nothing (see start.job_launch)."""
+    latest = job.attempts.order_by("-number").first()
+    if job.state != JobState.STARTING or not job.run_dir or latest is None or latest.supervisor_pid is not None:
+        return False
+    adir = attempt_dir(job, latest.number)
+    try:
+        pid = int(adir.supervisor_pid.read_text().strip())
+        age = time.time() - adir.supervisor_pid.stat().st_mtime
+    except (OSError, ValueError):
+        return False
+    beat = read_json(adir.heartbeat)
+    if age <= settings.RUN_HEARTBEAT_STALE_S or (beat is None and not adir.exit.exists()):
+        return False
+    started = datetime.fromtimestamp(adir.supervisor_pid.stat().st_mtime, UTC)
+    host = str((beat or {}).get("host") or "")[:200]
+    if not JobAttempt.objects.filter(pk=latest.pk, supervisor_pid__isnull=True).update(
+            supervisor_pid=pid, host=host, state=JobState.RUNNING, started_at=started):
+        return False
+    Job.objects.filter(pk=job.pk, state=JobState.STARTING).update(
+        state=JobState.RUNNING, attempt_count=latest.number, started_at=job.started_at or started, error="",
+        updated_at=timezone.now())
+    job.refresh_from_db()
+    RunEvent.objects.create(job=job, kind="state", step=job.last_step or None,
+                            message=f"running (attempt {latest.number}: the worker stopped while starting it; "
+                                    f"its supervisor, pid {pid}, was found in the run directory)",
+                            data={"state": JobState.RUNNING, "attempt": latest.number, "pid": pid})
+    return True
+
+
 def _update_job_state(job: Job) -> None:
     latest = job.attempts.order_by("-number").first()
     stale = settings.RUN_HEARTBEAT_STALE_S
@@ -334,6 +367,7 @@ def sync_job(job: Job) -> list[MetricPoint]:
         if locked is None:
             return []  # another sync holds it
         job = locked
+        adopt_orphaned_supervisor(job)
         if job.run_dir:
             latest_step, beat = None, None
             for attempt in job.attempts.filter(supervisor_pid__isnull=False, state__in=LIVE).order_by("number"):
