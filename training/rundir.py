@@ -38,7 +38,7 @@ LAYOUT: tuple[tuple[str, str], ...] = (
     ("", 'a job sent to a Ray cluster adds "cancel_argv" (`ray job stop ...`) and'),
     ("", '"ray_job": {"address", "submission_id"} (training.ray_cluster)'),
     ("  supervisor.pid", "pid of `python -m training.supervisor` (its own process group)"),
-    ("  heartbeat", 'rewritten every 2 s by the supervisor: {"time": <unix>, "pid": <child pid>}'),
+    ("  heartbeat", 'rewritten every 2 s by the supervisor: {"time": <unix>, "pid": <child pid>, "host": <name>}'),
     ("", "(from a thread: also while it waits on a slow stop such as `ray job stop`)"),
     ("  log.txt", "stdout+stderr of the training process"),
     ("  metrics.jsonl", 'VERL file-logger format, one line per step: {"step": N, "data": {name: number|null}}'),
