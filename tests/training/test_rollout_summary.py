@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from training import garbled, rollouts
 from training.ingest import compute_rollout_metrics, rollout_metrics, write_rollout_summary
 
@@ -72,6 +74,7 @@ def test_verls_writer_writes_the_summary_of_a_rollout_dump_not_of_a_validation_d
     assert not (tmp_path / "samples" / "val" / "7.summary.json").exists()
 
 
+@pytest.mark.slow
 def test_the_plugin_patches_both_verl_trainers_when_they_are_imported():
     """install() imports no trainer itself (every VERL process loads the plugin); each is patched on import."""
     code = ("import sys; from training.verl_cpu import rollout_summary as r; r.install(); "

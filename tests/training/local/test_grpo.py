@@ -75,6 +75,7 @@ def test_micro_batches_give_the_same_gradient_as_one_batch():
     assert torch.allclose(grad(1), grad(2), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_demo_grpo_run_raises_the_reward(make_run, read_metrics, demo_models):
     run = make_run("grpo", max_steps=150, test_freq=0, save_freq=150)
     run_job(run, run / "metrics.jsonl")

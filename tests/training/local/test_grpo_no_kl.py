@@ -24,6 +24,7 @@ def test_no_kl_term_in_the_loss_without_a_reference():
     assert loss.item() == pytest.approx(m["actor/pg_loss"])
 
 
+@pytest.mark.slow
 def test_a_run_without_kl_loads_no_reference_model(make_run, read_metrics, monkeypatch):
     loaded: list[Path] = []
     real = Runtime.load_frozen

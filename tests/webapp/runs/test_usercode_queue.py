@@ -55,6 +55,7 @@ def workers_with_a_short_test_run_clock(transactional_db, settings, tmp_path):
     stop_celery_workers(procs)
 
 
+@pytest.mark.slow
 @pytest.mark.worker
 def test_a_launch_and_a_ping_go_through_while_hostile_test_runs_hold_the_usercode_worker(
         workers_with_a_short_test_run_clock, project, engineer, admin_user, prompts_version, tiny_model, reward_spec,

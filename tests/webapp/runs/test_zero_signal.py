@@ -80,6 +80,7 @@ def test_a_request_is_checked_then_queued_by_task_name(project, engineer, prompt
     assert AuditLog.objects.filter(action="dataset.zero_signal", object_id=str(prompts_version.pk)).exists()
 
 
+@pytest.mark.slow
 def test_the_task_samples_scores_reports_progress_and_the_new_version_drops_exactly_the_tied(
         project, engineer, prompts_version, tiny_model, tie_reward, sent):
     run = zs.dry_run_request(version=prompts_version, user=engineer, model_id=tiny_model.pk,
@@ -158,6 +159,7 @@ def test_the_api_queues_reads_and_derives(project, engineer, viewer, prompts_ver
     assert client.post(f"{url}{run.pk}/derive/").status_code == 400
 
 
+@pytest.mark.slow
 def test_the_command_runs_a_dry_run_and_derives(project, engineer, prompts_version, tiny_model, tie_reward):
     out = StringIO()
     call_command("zero_signal", project.slug, prompts_version.dataset.name, "--model", "tiny", "--reward", "ties",
