@@ -218,27 +218,13 @@ def redis_db_url(url: str, offset: int) -> str:
     return f"{match.group(1)}/{db}{match.group(3)}"
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    """Run browser tests last: Playwright's sync API keeps an event loop running in the main thread
-    for the rest of the session, which breaks later tests that start their own asyncio loop. Within
-    pytest-django's order (database tests, then transactional, then the rest), slow tests go first, so
-    that the longest ones (VERL runs, a Ray cluster) do not start last and hold the end of the run."""
-    items.sort(key=lambda item: (item.get_closest_marker("browser") is not None, _django_order(item),
-                                 item.get_closest_marker("slow") is None))
-
-
-def _django_order(item) -> int:
-    """pytest-django's own order (plugin.pytest_collection_modifyitems): 0 database, 1 transactional, 2 none.
-    Transactional tests empty the tables after them, so they must not run before a database test."""
-    from django.test import TestCase, TransactionTestCase
-
-    test_cls = getattr(item, "cls", None)
-    fixtures = getattr(item, "fixturenames", [])
-    if test_cls and issubclass(test_cls, TransactionTestCase):
-        uses_db, transactional = True, not issubclass(test_cls, TestCase)
-    else:
-        marker = item.get_closest_marker("django_db")
-        uses_db = marker is not None or "db" in fixtures
-        transactional = bool(marker and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences")))
-        transactional = transactional or "transactional_db" in fixtures or "live_server" in fixtures
-    return 1 if transactional else 0 if uses_db else 2
+    """Slow tests first, sorted before pytest-django's own (stable) sort into database, transactional and
+    other tests, so that within each group the longest ones (VERL runs, a Ray cluster) do not start last and
+    hold the end of the run. Browser tests last, after it: Playwright's sync API keeps an event loop running
+    in the main thread for the rest of the session, which breaks later tests that start their own loop."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    result = yield
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+    return result

@@ -10,7 +10,7 @@ import pytest
 
 from tests.webapp.runs.test_runs_lifecycle import demo_model, supervisors, wait_for  # noqa: F401
 from training import supervisor as supervisor_module
-from webapp.runs.models import JobState, MetricPoint, RunEvent
+from webapp.runs.models import Job, JobAttempt, JobState, MetricPoint, RunEvent
 from webapp.runs.services import job_create, job_launch
 
 pytestmark = pytest.mark.django_db
@@ -64,8 +64,6 @@ def test_a_slow_launch_changes_nothing_once_the_sync_adopted_its_supervisor(proj
                                                                              tiny_model, reward_spec, no_enqueue,
                                                                              monkeypatch):
     """The race the other way round: the sync adopts while the launch is still waiting for its spawn."""
-    from webapp.runs.models import JobAttempt
-
     job = job_create(project=project, user=engineer, kind="grpo", backend="local", preset="demo-cpu",
                      hp_overrides={"max_steps": 6}, dataset_version=prompts_version, reward_spec=reward_spec,
                      base_model=tiny_model, include_unreviewed=True)
@@ -73,7 +71,7 @@ def test_a_slow_launch_changes_nothing_once_the_sync_adopted_its_supervisor(proj
     def spawn_adopted_meanwhile(attempt_dir, python=None):
         attempt = job.attempts.get()
         JobAttempt.objects.filter(pk=attempt.pk).update(supervisor_pid=111, host="h", state=JobState.SUCCEEDED)
-        type(job).objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
+        Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
         return 222
 
     monkeypatch.setattr(supervisor_module, "spawn_supervisor", spawn_adopted_meanwhile)

@@ -295,19 +295,21 @@ def adopt_orphaned_supervisor(job: Job) -> bool:
     (the job `starting`, its attempt without a pid). Once the supervisor's pid file is older than the
     staleness limit and its run has shown a heartbeat (or ended), record it as the launch would have; the
     launch, if it was only slow, then finds the pid taken and changes nothing (see start.job_launch)."""
+    if job.state != JobState.STARTING or not job.run_dir:
+        return False  # checked first: every sync of every job comes through here
     latest = job.attempts.order_by("-number").first()
-    if job.state != JobState.STARTING or not job.run_dir or latest is None or latest.supervisor_pid is not None:
+    if latest is None or latest.supervisor_pid is not None:
         return False
     adir = attempt_dir(job, latest.number)
     try:
         pid = int(adir.supervisor_pid.read_text().strip())
-        age = time.time() - adir.supervisor_pid.stat().st_mtime
+        written = adir.supervisor_pid.stat().st_mtime
     except (OSError, ValueError):
         return False
     beat = read_json(adir.heartbeat)
-    if age <= settings.RUN_HEARTBEAT_STALE_S or (beat is None and not adir.exit.exists()):
+    if time.time() - written <= settings.RUN_HEARTBEAT_STALE_S or (beat is None and not adir.exit.exists()):
         return False
-    started = datetime.fromtimestamp(adir.supervisor_pid.stat().st_mtime, UTC)
+    started = datetime.fromtimestamp(written, UTC)
     host = str((beat or {}).get("host") or "")[:200]
     if not JobAttempt.objects.filter(pk=latest.pk, supervisor_pid__isnull=True).update(
             supervisor_pid=pid, host=host, state=JobState.RUNNING, started_at=started):
