@@ -66,8 +66,12 @@ bootstrap_venv() {
     echo "==> installing requirements/$reqs.txt at the versions in requirements/lock.txt"
     started=$SECONDS
     install_profile "$reqs"
-    # Bytecode for what the app imports (all of .venv would cost ~40 s of CPU): see the script.
-    (cd "$ROOT" && "$VENV/bin/python" scripts/compile_imports.py) || true
+    # Bytecode for what the app imports (all of .venv would cost ~40 s of CPU): see the script. Once per
+    # lock: the modules it compiles come with the base profile (smollm2's adds none of them).
+    if [ "$reqs" != "smollm2" ] && [ "$(cat "$VENV/.compile-stamp" 2>/dev/null)" != "$want" ]; then
+      (cd "$ROOT" && "$VENV/bin/python" scripts/compile_imports.py >/dev/null 2>&1) || true
+      echo "$want" > "$VENV/.compile-stamp"
+    fi
     echo "$want" > "$stamp"
     echo "    installed in $((SECONDS - started)) s"
   fi

@@ -7,14 +7,21 @@ at install (`--compile-bytecode`) costs ~40 s of CPU for 21k files, most never i
 imports what the app's processes import (~3.5k files) and writes their bytecode, for installed
 packages only (the checkout's own files follow PYTHONDONTWRITEBYTECODE). A module missed here is
 compiled on import, as before. Run from the repository root with .venv's python.
+
+A VERL launch starts a dozen Python processes (the trainer, Ray's node daemons and agents, its actors); without
+bytecode each compiles the same ~2k modules again. Those are compiled here too: VERL's trainer by import, and
+the packages Ray's processes load by file name (their modules are found at run time, not by import here).
 """
 from __future__ import annotations
 
+import compileall
 import contextlib
 import importlib
 import os
 import sys
+import sysconfig
 from importlib.machinery import SourceFileLoader
+from pathlib import Path
 
 _write = SourceFileLoader._cache_bytecode
 
@@ -34,7 +41,17 @@ MODULES = [
     "celery.bin.celery", "kombu.transport.redis",
     # demo model builds and the local trainer (a subprocess of the worker)
     "training.demo", "training.local.train", "training.supervisor", "verl.trainer.ppo.core_algos",
+    # a VERL launch: the trainer, its workers and actors (V1 and the legacy trainer)
+    "training.verl_cpu.plugin", "verl.trainer.main_ppo", "verl.trainer.ppo.ray_trainer",
+    "verl.workers.engine_workers", "verl.experimental.agent_loop", "verl.experimental.reward_loop", "transfer_queue",
+    "transformers.models.llama.modeling_llama", "transformers.models.qwen2.modeling_qwen2",
 ]
+# Compiled whole, without importing: what Ray's daemons, agents and workers and VERL's actors load.
+PACKAGE_TREES = ["verl", "transfer_queue", "hydra", "omegaconf", "ray/_private", "ray/_common", "ray/dashboard",
+                 "ray/autoscaler", "ray/core", "ray/util", "opencensus", "aiohttp", "grpc", "opentelemetry",
+                 "prometheus_client", "torch/distributed", "ray/thirdparty_files"]
+# VERL's workers read every model's configuration (its model registry), not only the one they load.
+PACKAGE_FILES = ["transformers/models/*/__init__.py", "transformers/models/*/configuration_*.py"]
 
 
 def main() -> int:
@@ -48,6 +65,13 @@ def main() -> int:
     for name in MODULES:
         with contextlib.suppress(Exception):  # an optional or broken import is the app's to report, not this
             importlib.import_module(name)
+    site = Path(sysconfig.get_paths()["purelib"])
+    for tree in PACKAGE_TREES:
+        if (site / tree).is_dir():
+            compileall.compile_dir(site / tree, quiet=2, workers=0)
+    for pattern in PACKAGE_FILES:
+        for path in site.glob(pattern):
+            compileall.compile_file(path, quiet=2)
     return 0
 
 

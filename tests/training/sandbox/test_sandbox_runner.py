@@ -335,9 +335,10 @@ def test_huge_extras_are_clipped_in_the_sandbox_before_they_reach_this_process(m
     src = ("def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n"
            "    return {'score': 1.0, 'blob': 'x' * (40 << 20), 'n': 3}\n")
     items = [{"data_source": "d", "solution_str": str(i), "ground_truth": "", "extra_info": None} for i in range(8)]
-    with RewardSandbox(src, limits=SandboxLimits(max_extra_chars=1000), exact_timing=True) as sb:
+    # Each call builds and encodes 40 MB: a generous per-call limit, so that a busy machine does not time it out.
+    with RewardSandbox(src, limits=SandboxLimits(max_extra_chars=1000, time_limit_s=60), exact_timing=True) as sb:
         res = sb.score_batch(items)
-    assert [r.score for r in res] == [1.0] * 8 and all(r.error is None for r in res)
+    assert [r.score for r in res] == [1.0] * 8 and all(r.error is None for r in res), [r.error for r in res]
     for r in res:
         assert r.extra["n"] == 3 and len(r.extra["blob"]) < 1000
         assert r.extra["blob"].startswith('"xxx') and r.extra["blob"].endswith("more characters]")
