@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.webapp.runs.test_verl_cpu_run import _check_ended_clean
 from webapp.runs.models import JobState, MetricPoint
 
 pytestmark = [pytest.mark.worker, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -98,6 +99,7 @@ def test_two_grpo_steps_of_smollm2_on_each_backend(backend, preset, engineer, sm
         old_pass, ref_pass = _series(job, "timing_s/old_log_prob"), _series(job, "timing_s/ref")
         assert all(old_pass[s] < ref_pass[s] / 10 for s in (1, 2)), (old_pass, ref_pass)  # a copy, not a forward
         assert sorted(ppo_kl) == [1, 2] and all(abs(v) < 1e-3 for v in ppo_kl.values()), ppo_kl
+        _check_ended_clean(Path(job.run_dir), 1)  # its private Ray and scratch folders are gone
     assert list(job.checkpoints.values_list("step", flat=True)) == [2]
     ckpt = Path(job.checkpoints.get().path)
     assert ckpt.is_dir() and any(p.stat().st_size > 0 for p in ckpt.rglob("*") if p.is_file())

@@ -99,6 +99,7 @@ def test_a_two_node_job_trains_on_the_cluster_a_rollback_child_resumes_there_and
 
     # The rollback child resumes from step 2 on the cluster, and runs (saving nothing more) until it is cancelled.
     ckpt = Checkpoint.objects.get(job=job, step=2)
+    kept = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
     child = job_create_child(parent=job, checkpoint=ckpt, user=engineer, hp_overrides={"max_steps": 500,
                                                                                         "save_freq": 0})
     child = _run_until(child, lambda j: MetricPoint.objects.filter(job=j, name="actor/grad_norm").exists(),
@@ -110,6 +111,7 @@ def test_a_two_node_job_trains_on_the_cluster_a_rollback_child_resumes_there_and
     log = (child_dir / "attempts" / "1" / "log.txt").read_text()
     assert f"Resuming from {ckpt.path}" in log or f"Load from checkpoint folder: {ckpt.path}" in log
     assert ("TaskRunnerV1" in log) is use_v1  # the child runs the parent's trainer
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == kept  # the parent is left as it was
     running = ray_cluster.job_report(child_sub)
     assert running["status"] == "RUNNING", running
     live = [a for a in running["actors"] if a["state"] == "ALIVE"]
