@@ -71,6 +71,8 @@ bootstrap_venv() {
     if [ "$reqs" != "smollm2" ] && [ "$(cat "$VENV/.compile-stamp" 2>/dev/null)" != "$want" ]; then
       (cd "$ROOT" && "$VENV/bin/python" scripts/compile_imports.py >/dev/null 2>&1) || true
       echo "$want" > "$VENV/.compile-stamp"
+      # A VERL launch's modules: beside what starts now, at low priority (see the script).
+      (cd "$ROOT" && exec nice -n 10 "$VENV/bin/python" scripts/compile_imports.py --verl >/dev/null 2>&1 &)
     fi
     echo "$want" > "$stamp"
     echo "    installed in $((SECONDS - started)) s"

@@ -9,8 +9,9 @@ packages only (the checkout's own files follow PYTHONDONTWRITEBYTECODE). A modul
 compiled on import, as before. Run from the repository root with .venv's python.
 
 A VERL launch starts a dozen Python processes (the trainer, Ray's node daemons and agents, its actors); without
-bytecode each compiles the same ~2k modules again. Those are compiled here too: VERL's trainer by import, and
-the packages Ray's processes load by file name (their modules are found at run time, not by import here).
+bytecode each compiles the same ~2k modules again. `--verl` compiles those: VERL's trainer by import, and the
+packages Ray's processes load by file name (their modules are found at run time, not by import here). The install
+runs it in the background, at low priority, so that the app does not wait for it (a VERL run is minutes away).
 """
 from __future__ import annotations
 
@@ -41,7 +42,9 @@ MODULES = [
     "celery.bin.celery", "kombu.transport.redis",
     # demo model builds and the local trainer (a subprocess of the worker)
     "training.demo", "training.local.train", "training.supervisor", "verl.trainer.ppo.core_algos",
-    # a VERL launch: the trainer, its workers and actors (V1 and the legacy trainer)
+]
+# A VERL launch (`--verl`): the trainer, its workers and actors (V1 and the legacy trainer).
+VERL_MODULES = [
     "training.verl_cpu.plugin", "verl.trainer.main_ppo", "verl.trainer.ppo.ray_trainer",
     "verl.workers.engine_workers", "verl.experimental.agent_loop", "verl.experimental.reward_loop", "transfer_queue",
     "transformers.models.llama.modeling_llama", "transformers.models.qwen2.modeling_qwen2",
@@ -54,7 +57,7 @@ PACKAGE_TREES = ["verl", "transfer_queue", "hydra", "omegaconf", "ray/_private",
 PACKAGE_FILES = ["transformers/models/*/__init__.py", "transformers/models/*/configuration_*.py"]
 
 
-def main() -> int:
+def main(argv: list[str]) -> int:
     sys.dont_write_bytecode = False
     SourceFileLoader._cache_bytecode = _cache_installed_only
     sys.path.insert(0, os.getcwd())
@@ -62,9 +65,12 @@ def main() -> int:
     import django
 
     django.setup()
-    for name in MODULES:
+    verl = "--verl" in argv
+    for name in VERL_MODULES if verl else MODULES:
         with contextlib.suppress(Exception):  # an optional or broken import is the app's to report, not this
             importlib.import_module(name)
+    if not verl:
+        return 0
     site = Path(sysconfig.get_paths()["purelib"])
     for tree in PACKAGE_TREES:
         if (site / tree).is_dir():
@@ -76,4 +82,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
