@@ -12,20 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.training.test_supervisor import _alive
+
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = ("import os, signal, sys, time\n"
          "if sys.argv[2] == 'stubborn':\n"
          "    signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
          "open(sys.argv[1] + '.tmp', 'w').write(str(os.getpid())); os.replace(sys.argv[1] + '.tmp', sys.argv[1])\n"
          "time.sleep(600)\n")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in ("Z", "X")
 
 
 def _supervise(tmp_path: Path, kind: str, grace_s: int) -> tuple[subprocess.Popen, int, int]:
