@@ -61,11 +61,12 @@ def main(argv: list[str]) -> int:
     sys.dont_write_bytecode = False
     SourceFileLoader._cache_bytecode = _cache_installed_only
     sys.path.insert(0, os.getcwd())
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    import django
-
-    django.setup()
     verl = "--verl" in argv
+    if not verl:  # the app's modules import its models; VERL's processes never load Django
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+        import django
+
+        django.setup()
     for name in VERL_MODULES if verl else MODULES:
         with contextlib.suppress(Exception):  # an optional or broken import is the app's to report, not this
             importlib.import_module(name)
