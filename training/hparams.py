@@ -2,15 +2,13 @@
 
 The settings (type, default, range, advice, help, group, kinds, backends, VERL keys) are the table in
 `training.settings_table`; this module does everything with a job's values, once:
-- `resolve_config(kind, preset, overrides)` layers the schema's defaults < preset < preset-for-kind (or a job's
-  stored config, `base`) < overrides, types, range-checks and advises each setting (`apply_overrides`), then runs
-  the checks between settings and against the job's inputs; it returns `(config, errors, warnings)`:
-  `config` = {"hp": {...}, "verl": {...}} (job.json's "hp" and "verl") plus what is declared per job rather than
-  set: "guard_rules" (`training.guard_rules`), "stall" and "human_eval" (read by webapp.monitoring);
-  `errors` / `warnings` = {key: message}, by setting key ("lora.rank", "guard_rules.<rule name>") or, for facts
-  about the job's inputs passed in `context`, by input name ("reward_spec", "dataset_version", "backend").
-  Overrides may be flat dotted keys, form names ("lora_rank") or nested dicts; strings (the CLI's --set) are
-  coerced by the setting's type.
+- `resolve_config(kind, preset, overrides)` starts from a preset or a job's stored config (`training.presets`),
+  types, range-checks and advises each override (`apply_overrides`), then runs the checks between settings (a VERL
+  job's own last) and against the job's inputs; it returns `(config, errors, warnings)`: `config` = {"hp", "verl"}
+  (job.json's blocks) plus what is declared per job: "guard_rules", "stall" and "human_eval"; `errors` /
+  `warnings` = {key: message}, by setting key ("lora.rank", "guard_rules.<rule name>") or by input name
+  ("reward_spec", "dataset_version", "backend") for the facts about the job's inputs passed in `context`.
+  Overrides may be dotted keys, form names ("lora_rank") or nested dicts; strings (the CLI's --set) are coerced.
 - `local_hp(kind, hp)`: a job.json's hp as the local trainer reads it, typed and checked the same way (`HpError`
   names the first refused key).
 """
@@ -21,13 +19,13 @@ import math
 from typing import Any
 
 from training.guard_rules import BRANCH, RESTORE, RuleConfigError, parse_rules
-from training.hparams_verl import check_verl
 from training.jobconfig import check_human_eval
-from training.presets import PRESETS
+from training.presets import PRESETS, base_config, stored_config
 from training.settings_table import (
     BACKENDS,
     BY_FORM_NAME,
     BY_KEY,
+    GPU_ENGINES,
     KINDS,
     MAX_LORA_RANK,
     MAX_TEXT,
@@ -43,17 +41,11 @@ from training.settings_table import (
 from training.stall import StallConfig, StallConfigError
 
 __all__ = ["BACKENDS", "BY_FORM_NAME", "BY_KEY", "KINDS", "MAX_LORA_RANK", "POLICY_KINDS", "PRESETS", "ROLLOUT_ENGINES",
-           "SECTIONS", "SETTINGS", "Setting", "defaults", "value_of",
+           "SECTIONS", "SETTINGS", "Setting", "base_config", "defaults", "value_of",
            "verl_settings"]  # the table's names, for those who read a job's values
 
 
 # -- reading and writing a setting in a config ({"hp": {...}, "verl": {...}}) -------------------------------
-
-def get_in(section: dict, path: list[str]) -> Any:
-    for p in path[:-1]:
-        section = section.get(p) or {}
-    return section.get(path[-1])
-
 
 def set_in(section: dict, path: list[str], value: Any) -> None:
     for p in path[:-1]:
@@ -61,17 +53,13 @@ def set_in(section: dict, path: list[str], value: Any) -> None:
     section[path[-1]] = value
 
 
-def has_in(section: dict, path: list[str]) -> bool:
-    for p in path[:-1]:
+def _value_in(section: dict, s: Setting) -> Any:
+    """The setting's value in one section of a config; its default when absent."""
+    for p in s.path[:-1]:
         section = section.get(p)
         if not isinstance(section, dict):
-            return False
-    return path[-1] in section
-
-
-
-def default_config() -> dict[str, dict[str, Any]]:
-    return {section: defaults(section) for section in SECTIONS}
+            return copy.deepcopy(s.default)
+    return section[s.path[-1]] if s.path[-1] in section else copy.deepcopy(s.default)
 
 
 def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend: str, errors: dict[str, str],
@@ -100,7 +88,7 @@ def apply_overrides(config: dict, overrides: dict[str, Any], kind: str, backend:
         if kind not in s.kinds or (s.section == "verl" and backend != "verl") or s.key in errors:
             continue
         section = config.get(s.section) or {}
-        value = get_in(section, s.path) if has_in(section, s.path) else copy.deepcopy(s.default)
+        value = _value_in(section, s)
         message = range_error(s, value)
         if message:
             errors.setdefault(s.key, message)
@@ -119,14 +107,14 @@ def parse_section(raw: dict | None, settings: tuple[Setting, ...],
     out: dict[str, Any] = {}
     errors: dict[str, str] = {}
     for s in settings:
-        value = get_in(raw, s.path) if has_in(raw, s.path) else copy.deepcopy(s.default)
+        value = _value_in(raw, s)
         try:
             value = coerce(s, value)
         except ValueError as exc:
             errors[s.key] = str(exc)
         set_in(out, s.path, value)
     for s in settings if kind is not None else ():
-        message = None if s.key in errors or kind not in s.kinds else range_error(s, get_in(out, s.path))
+        message = None if s.key in errors or kind not in s.kinds else range_error(s, _value_in(out, s))
         if message:
             errors[s.key] = message
     return out, errors
@@ -183,8 +171,6 @@ def _coerce_number(value: Any, whole: bool) -> int | float:
     return int(number)
 
 
-
-
 # -- one setting's value: range and advice ------------------------------------------------------------------
 
 def range_error(s: Setting, value: Any) -> str | None:
@@ -223,7 +209,6 @@ def _num(x: float | None) -> str:
     if float(x).is_integer() and abs(x) < 1e16:
         return str(int(x))
     return f"{x:g}"
-
 
 
 def advice_note(s: Setting, value: Any) -> str | None:
@@ -265,39 +250,6 @@ def flatten_overrides(overrides: dict[str, Any] | None) -> dict[str, Any]:
     return flat
 
 
-def base_config(kind: str, preset: str) -> dict[str, Any]:
-    """The schema's defaults < preset < preset-for-kind (no validation)."""
-    config = default_config()
-    p = PRESETS.get(preset)
-    if p is None:
-        return config
-    for layer in (p.get("hp") or {}, (p.get("kinds") or {}).get(kind) or {}):
-        for k, v in layer.items():
-            config["hp"][k] = copy.deepcopy(v)
-    config["verl"].update(copy.deepcopy(p.get("verl") or {}))
-    for key in ("guard_rules", "stall", "human_eval"):
-        # A preset's health rules watch GRPO's metrics (KL to the reference, tied groups): GRPO jobs only.
-        if p.get(key) and (key != "guard_rules" or kind == "grpo"):
-            config[key] = copy.deepcopy(p[key])
-    return config
-
-
-def _stored_config(stored: dict) -> dict[str, Any]:
-    """A job's stored config over the schema's defaults (settings added since it was saved get theirs)."""
-    config = default_config()
-    for s in SETTINGS:
-        section = stored.get(s.section) or {}
-        if has_in(section, s.path):
-            set_in(config[s.section], s.path, copy.deepcopy(value_of(stored, s.key)))
-    for section in SECTIONS:  # keep what is not a setting (e.g. a key an older app wrote)
-        for k, v in (stored.get(section) or {}).items():
-            config[section].setdefault(k, copy.deepcopy(v))
-    for key in ("guard_rules", "stall", "human_eval"):  # run health, declared per job (not settings)
-        if stored.get(key):
-            config[key] = copy.deepcopy(stored[key])
-    return config
-
-
 def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = None, *, backend: str = "local",
                    context: dict[str, Any] | None = None,
                    base: dict | None = None) -> tuple[dict, dict[str, str], dict[str, str]]:
@@ -319,7 +271,7 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
         errors["backend"] = f"Choose a backend: {', '.join(BACKENDS)}."
     if preset not in PRESETS:
         errors["preset"] = f"Unknown preset {preset!r}; choose one of {', '.join(PRESETS)}."
-    config = _stored_config(base) if base is not None else base_config(kind, preset)
+    config = stored_config(base) if base is not None else base_config(kind, preset)
     overrides = dict(overrides or {})
     if "guard_rules" in overrides:  # a list of rules, not a setting: it replaces the preset's
         config["guard_rules"] = copy.deepcopy(overrides.pop("guard_rules")) or []
@@ -342,8 +294,8 @@ def resolve_config(kind: str, preset: str, overrides: dict[str, Any] | None = No
     ok = _unrefused(errors)
     _check_between(kind, backend, config, errors, warnings, ok)
     _check_context(kind, backend, config, ctx, errors, warnings)
-    if backend == "verl":  # VERL's own checks (training.hparams_verl), last
-        check_verl(kind, config["hp"], config["verl"], errors, warnings, ok)
+    if backend == "verl":  # VERL's own checks, last
+        _check_verl(kind, config["hp"], config["verl"], errors, warnings, ok)
     return config, errors, warnings
 
 
@@ -486,3 +438,63 @@ def _check_context(kind: str, backend: str, config: dict, ctx: dict, errors: dic
                                        "backend runs offline from a registered folder.")
         else:
             warnings["base_model"] = "This is a hub id: only GPU workers with hub access can load it."
+
+
+def _check_verl(kind: str, hp: dict, verl: dict, errors: dict, warnings: dict, ok) -> None:
+    """The checks between settings that only a VERL job has (strategy x rollout engine x device, GPUs, LoRA on
+    vLLM); `ok(*keys)` is False when one of them was refused."""
+    if kind == "reward_model":
+        _err(errors, "backend", "Reward-model training runs on the local backend; VERL trains policies.")
+    if kind == "distill" and ok("distill_mode") and hp["distill_mode"] != "on_policy":
+        _err(errors, "distill_mode", "VERL only does on-policy distillation: choose on_policy, or the local backend.")
+    _engines(hp, verl, errors, warnings, ok)
+    if ok("verl.tensor_model_parallel_size", "verl.n_gpus_per_node") and verl["tensor_model_parallel_size"] >= 1 \
+            and verl["n_gpus_per_node"] % verl["tensor_model_parallel_size"]:
+        _err(errors, "verl.tensor_model_parallel_size",
+             f"Tensor parallel size {verl['tensor_model_parallel_size']} must divide the "
+             f"{verl['n_gpus_per_node']} GPUs per node.")
+    if kind == "distill" and ok("verl.n_gpus_per_node", "device") and hp["device"] != "cpu" \
+            and verl["n_gpus_per_node"] < 2:
+        _err(errors, "verl.n_gpus_per_node", "On-policy distillation on VERL needs at least 2 GPUs per node "
+                                             "(one pool for the student, one for the teacher).")
+    if ok("lora.rank") and (hp.get("lora") or {}).get("rank", 0) > MAX_LORA_RANK:
+        _err(errors, "lora.rank", f"vLLM accepts LoRA ranks up to {MAX_LORA_RANK}.")
+    if ok("device", "verl.reuse_rollout_logprobs") and verl.get("reuse_rollout_logprobs") and hp["device"] != "cpu":
+        warnings["verl.reuse_rollout_logprobs"] = (
+            "The GPU rollout samples with its own engine and precision: its log-probs are not the trainer's, so "
+            "reusing them as the old policy's makes the update off-policy by that gap (VERL's bypass mode).")
+    if kind == "distill" and ok("device", "distill_loss") and hp["device"] == "cpu" \
+            and hp.get("distill_loss") == "forward_kl_topk":
+        _err(errors, "distill_loss", "The top-k forward KL needs the teacher's top-k log-probs, which VERL takes "
+                                     "only from vLLM or SGLang (GPU). On CPU choose a per-token loss: k3, "
+                                     "low_var_kl, k2, mse or abs.")
+
+
+def _engines(hp: dict, verl: dict, errors: dict, warnings: dict, ok) -> None:
+    """Strategy × rollout engine × device: what VERL can run where."""
+    if not ok("device", "verl.strategy", "verl.rollout_engine"):
+        return
+    device, strategy, engine = hp["device"], verl["strategy"], verl["rollout_engine"]
+    names = {"vllm": "vLLM", "sglang": "SGLang"}
+    rank = (hp.get("lora") or {}).get("rank", 0)
+    if strategy == "megatron" and ok("lora.rank") and rank > 0:
+        _err(errors, "lora.rank", "LoRA here names Hugging Face modules, which Megatron does not use: set the rank "
+                                  "to 0 for Megatron, or choose FSDP/FSDP2 for LoRA.")
+    if device == "cpu":
+        # VERL's trainer on CPU (training.verl_cpu): a rehearsal with a tiny model on one machine.
+        if ok("lora.rank") and rank > 0:
+            _err(errors, "lora.rank", "LoRA needs a GPU on VERL: the CPU rollout syncs full weights only. "
+                                      "Set the rank to 0 to rehearse on CPU.")
+        if ok("verl.nnodes") and verl["nnodes"] != 1:
+            warnings["verl.nnodes"] = (f"{verl['nnodes']} nodes on CPU: the job goes to the Ray cluster named by the "
+                                       "worker's RAY_ADDRESS, one data-parallel worker per node (gloo).")
+        if strategy == "megatron":
+            _err(errors, "verl.strategy", "Megatron needs GPUs: on device cpu choose FSDP2, or set device to cuda.")
+        elif strategy != "fsdp2":
+            _err(errors, "verl.strategy", "VERL trains on CPU with FSDP2 (gloo): choose fsdp2, or set device to cuda.")
+        if engine in GPU_ENGINES:
+            _err(errors, "verl.rollout_engine", f"{names[engine]} needs CUDA GPUs: on device cpu choose the CPU "
+                                                "rollout (hf), or set device to cuda.")
+    elif engine == "hf":
+        _err(errors, "verl.rollout_engine", "The CPU rollout (hf) runs only with device cpu: choose vLLM or SGLang "
+                                            "for GPU workers, or set device to cpu.")

@@ -1,4 +1,4 @@
-"""Launch presets: pure data, no Django, no torch.
+"""Launch presets, and where a job's config starts (a preset's, or a job's stored one): pure Python, no Django.
 
 A preset is a starting point for the launch form: it names values of settings defined in
 `training.settings_table` (the defaults come from there), and the user's own edits replace the preset.
@@ -7,9 +7,10 @@ also what `training.demo` writes into a demo run directory.
 """
 from __future__ import annotations
 
+import copy
 from typing import Any
 
-from training.settings_table import defaults
+from training.settings_table import SECTIONS, defaults
 
 # The schema's defaults, by section (every preset starts from these).
 DEFAULT_HP: dict[str, Any] = defaults("hp")
@@ -158,3 +159,46 @@ def preset_for(parameters: int | None, backend: str | None = None, lora: bool | 
         return (p.get("backend", "local") != backend if backend else 0, has_lora != lora if lora is not None else 0)
 
     return min(fitting, key=rank) if fitting else None
+
+
+# -- where a job's config starts: a preset, or a job's stored config ---------------------------------------
+
+def default_config() -> dict[str, dict[str, Any]]:
+    return {section: defaults(section) for section in SECTIONS}
+
+
+def base_config(kind: str, preset: str) -> dict[str, Any]:
+    """The schema's defaults < preset < preset-for-kind (no validation)."""
+    config = default_config()
+    p = PRESETS.get(preset)
+    if p is None:
+        return config
+    for layer in (p.get("hp") or {}, (p.get("kinds") or {}).get(kind) or {}):
+        for k, v in layer.items():
+            config["hp"][k] = copy.deepcopy(v)
+    config["verl"].update(copy.deepcopy(p.get("verl") or {}))
+    for key in ("guard_rules", "stall", "human_eval"):
+        # A preset's health rules watch GRPO's metrics (KL to the reference, tied groups): GRPO jobs only.
+        if p.get(key) and (key != "guard_rules" or kind == "grpo"):
+            config[key] = copy.deepcopy(p[key])
+    return config
+
+
+def stored_config(stored: dict) -> dict[str, Any]:
+    """A job's stored config over the schema's defaults: settings added since it was saved get theirs; what is
+    not a setting (a key an older app wrote, the run-health blocks) is kept."""
+    config = default_config()
+    for section in SECTIONS:
+        _merge(config[section], stored.get(section) or {})
+    for key in ("guard_rules", "stall", "human_eval"):  # run health, declared per job (not settings)
+        if stored.get(key):
+            config[key] = copy.deepcopy(stored[key])
+    return config
+
+
+def _merge(into: dict, values: dict) -> None:
+    for key, value in values.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)

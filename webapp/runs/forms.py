@@ -1,17 +1,23 @@
 """Forms: the launch form (generated from the settings table), model registration, resume."""
 from __future__ import annotations
 
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
+from django.http import QueryDict
 
 from training import hparams as cfg
 from training.guard_rules import ACTIONS, BUILTIN, KL_RULE, Rule, RuleConfigError, describe, parse_rules
 from training.presets import DEFAULT_PRESET, PRESETS, preset_choices
+from webapp.core.services import ApplicationError
 from webapp.core.text import count
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
-from webapp.runs.models import Backend, JobKind
+from webapp.rewards.forms import RewardSpecForm
+from webapp.runs.models import Backend, Job, JobKind
+from webapp.runs.services import launch
 from webapp.runs.services.plan import JobPlan, plan_job
 
 INPUT_FIELDS = ("name", "kind", "backend", "preset", "dataset_version", "include_unreviewed", "base_model",
@@ -315,6 +321,66 @@ class JobForm(forms.Form):
                     self.add_error(name, message)
             else:
                 self.add_error(None, message)
+
+
+REWARD_PREFIX = "reward"
+
+
+def bind_job_forms(project, *, data=None, initial=None, reward_initial=None) -> tuple[JobForm, RewardSpecForm]:
+    """The New job form and its reward table. The table is handed its own `reward-…` fields only: the job's
+    settings never pass through the rewards app."""
+    reward_data = None if data is None else _prefixed(data, REWARD_PREFIX)
+    form = JobForm(data, project=project, initial=initial)
+    reward_form = RewardSpecForm(reward_data, project=project, prefix=REWARD_PREFIX, initial_spec=reward_initial)
+    return form, reward_form
+
+
+def _prefixed(data, prefix: str) -> QueryDict:
+    """The fields of `data` named `<prefix>-…`, every value of each kept."""
+    out = QueryDict(mutable=True)
+    for key in data:
+        if key.startswith(prefix + "-"):
+            out.setlist(key, data.getlist(key))
+    return out
+
+
+@dataclass
+class Submission:
+    """What one POST of the New job form came to: the bound forms and the plan (None when the kind, backend or
+    preset is unparseable); for a launch, the job it made, or the job this review made before (Back after
+    Launch, a double click)."""
+
+    form: JobForm | None
+    reward_form: RewardSpecForm | None
+    plan: JobPlan | None
+    job: Job | None = None
+    launched_before: Job | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.plan is not None and not self.plan.errors and not self.form.errors
+
+
+def submit_job_form(*, project, user, data, launch_now: bool = False,
+                    launch_token: uuid.UUID | None = None) -> Submission:
+    """Bind and plan a POST of the New job form, every error next to its field; with `launch_now` (the review's
+    Launch button) and no error, save the job and enqueue it (`launch.job_create`), once per launch token."""
+    done = launch.launched_job(project, launch_token)
+    if done is not None:
+        return Submission(None, None, None, launched_before=done)
+    form, reward_form = bind_job_forms(project, data=data)
+    plan = form.plan(reward_form)
+    submission = Submission(form, reward_form, plan)
+    if not (launch_now and submission.ok):
+        return submission
+    try:
+        submission.job = launch.job_create(plan=plan, user=user, name=form.cleaned_data["name"],
+                                           launch_token=launch_token)
+    except launch.AlreadyLaunched as exc:
+        submission.launched_before = exc.job
+    except ApplicationError as exc:
+        form.apply_errors(getattr(exc, "errors", None) or {exc.field or "__all__": exc.message}, reward_form)
+    return submission
 
 
 class ModelRegisterForm(forms.Form):

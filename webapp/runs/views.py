@@ -8,7 +8,7 @@ from pathlib import Path
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import Http404, JsonResponse, QueryDict
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -21,17 +21,17 @@ from webapp.core.models import Role
 from webapp.core.services import ApplicationError
 from webapp.core.workers import worker_online
 from webapp.registry import services as registry
-from webapp.rewards.forms import RewardSpecForm
 from webapp.runs import selectors
 from webapp.runs.forms import (
     INPUT_FIELDS,
     CheckpointModelForm,
-    JobForm,
     ModelRegisterForm,
     ResumeForm,
+    bind_job_forms,
     preset_backends,
     preset_table,
     settings_initial,
+    submit_job_form,
 )
 from webapp.runs.models import Job, JobState
 from webapp.runs.services import checkpoint_models, launch, prelaunch
@@ -60,26 +60,6 @@ def job_list(request, slug):
 
 
 # -- launch form ---------------------------------------------------------------------------------
-
-REWARD_PREFIX = "reward"
-
-
-def _forms(request, project, initial=None, reward_initial=None, data=None):
-    # The reward table is handed its own fields only: the job's settings never pass through the rewards app.
-    reward_data = None if data is None else _prefixed(data, REWARD_PREFIX)
-    form = JobForm(data, project=project, initial=initial)
-    reward_form = RewardSpecForm(reward_data, project=project, prefix=REWARD_PREFIX, initial_spec=reward_initial)
-    return form, reward_form
-
-
-def _prefixed(data, prefix: str) -> QueryDict:
-    """The fields of `data` named `<prefix>-…`, every value of each kept."""
-    out = QueryDict(mutable=True)
-    for key in data:
-        if key.startswith(prefix + "-"):
-            out.setlist(key, data.getlist(key))
-    return out
-
 
 def _render_form(request, access, form, reward_form, clone_of=None, status=200):
     return render(request, "runs/job_form.html", {
@@ -110,8 +90,8 @@ def job_new(request, slug):
         preset = preset if preset in cfg.PRESETS else "demo-cpu"
         initial = {"kind": kind, "preset": preset, "backend": cfg.PRESETS[preset].get("backend", "local"),
                    **_default_inputs(project, kind), **settings_initial(cfg.base_config(kind, preset))}
-        form, reward_form = _forms(request, project, initial=initial,
-                                   reward_initial=selectors.default_reward_spec(project=project, kind=kind))
+        form, reward_form = bind_job_forms(project, initial=initial,
+                                           reward_initial=selectors.default_reward_spec(project=project, kind=kind))
         return _render_form(request, access, form, reward_form)
     action = request.POST.get("action", "review")
     if action == "preset":  # no-JS path: refill the settings from the chosen preset
@@ -119,32 +99,26 @@ def job_new(request, slug):
         if kind in cfg.KINDS and preset in cfg.PRESETS:
             initial = {n: request.POST.get(n) for n in INPUT_FIELDS if request.POST.get(n) not in (None, "")}
             initial.update(settings_initial(cfg.base_config(kind, preset)))
-            form, reward_form = _forms(request, project, initial=initial)
+            form, reward_form = bind_job_forms(project, initial=initial)
             return _render_form(request, access, form, reward_form)
     token = _launch_token(request.POST.get("launch_token")) if action == "launch" else None
-    done = launch.launched_job(project, token)
-    if done is not None:  # Back after Launch, a double click: this review was launched already
-        return _already_launched(request, access, done)
-    form, reward_form = _forms(request, project, data=request.POST)
-    plan = form.plan(reward_form)
-    if plan is None or plan.errors or form.errors or action == "edit":
-        return _render_form(request, access, form, reward_form, status=200 if action == "edit" else 400)
-    if action == "launch":
-        try:
-            job = launch.job_create(plan=plan, user=request.user, name=form.cleaned_data["name"], launch_token=token)
-        except launch.AlreadyLaunched as exc:
-            return _already_launched(request, access, exc.job)
-        except ApplicationError as exc:
-            form.apply_errors(getattr(exc, "errors", None) or {exc.field or "__all__": exc.message}, reward_form)
-            return _render_form(request, access, form, reward_form, status=400)
-        for message in plan.warnings.values():
+    submitted = submit_job_form(project=project, user=request.user, data=request.POST, launch_now=action == "launch",
+                                launch_token=token)
+    if submitted.launched_before is not None:  # Back after Launch, a double click: this review was launched already
+        return _already_launched(request, access, submitted.launched_before)
+    if submitted.job is not None:
+        for message in submitted.plan.warnings.values():
             messages.warning(request, message)
-        messages.success(request, f"Job #{job.pk} queued on the {job.queue} queue.")
-        return redirect("runs:detail", slug=slug, pk=job.pk)
+        messages.success(request, f"Job #{submitted.job.pk} queued on the {submitted.job.queue} queue.")
+        return redirect("runs:detail", slug=slug, pk=submitted.job.pk)
+    if not submitted.ok or action in ("edit", "launch"):  # a launch that made no job: its errors are on the form
+        return _render_form(request, access, submitted.form, submitted.reward_form,
+                            status=200 if action == "edit" else 400)
+    plan = submitted.plan
     check = prelaunch.prelaunch_check(plan=plan, user=request.user)
     return render(request, "runs/job_review.html", {
         "project": project, "access": access, "plan": plan, "hidden": _hidden(request),
-        "name": form.cleaned_data["name"], "launch_token": uuid.uuid4(), **plan_preview(plan),
+        "name": submitted.form.cleaned_data["name"], "launch_token": uuid.uuid4(), **plan_preview(plan),
         "check": prelaunch.verdict(check) if check else None})
 
 
@@ -179,8 +153,8 @@ def job_launched(request, slug, token):
 def job_preview(request, slug):
     """Live preview for the form: resolved YAML, exact command, and errors keyed by form field."""
     access = project_access(request.user, slug, Role.ENGINEER)
-    form, reward_form = _forms(request, access.project, data=request.POST)
-    plan = form.plan(reward_form)
+    submitted = submit_job_form(project=access.project, user=request.user, data=request.POST)
+    form, reward_form, plan = submitted.form, submitted.reward_form, submitted.plan
     errors = {name: [str(e) for e in errs] for name, errs in form.errors.items()}
     errors.update({f"reward-{name}": [str(e) for e in errs] for name, errs in reward_form.errors.items()})
     body = {"ok": plan is not None and not plan.errors and not errors, "errors": errors,
@@ -211,7 +185,7 @@ def job_clone(request, slug, pk):
                "include_unreviewed": bool((job.config or {}).get("include_unreviewed")),
                **settings_initial({**cfg.base_config(job.kind, job.preset), **{
                    k: v for k, v in (job.config or {}).items() if k in ("hp", "verl", "guard_rules")}})}
-    form, reward_form = _forms(request, access.project, initial=initial, reward_initial=job.reward_spec)
+    form, reward_form = bind_job_forms(access.project, initial=initial, reward_initial=job.reward_spec)
     return _render_form(request, access, form, reward_form, clone_of=job)
 
 

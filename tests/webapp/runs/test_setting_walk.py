@@ -7,8 +7,7 @@ form) with a field that does; lines that follow each other in one file are one s
 file the walk had already left. The worker's launch and the local trainer run in this process, one step, so the
 walk is followed through job.json as the trainer reads it.
 
-The bounds are today's walk: shorten it, never lengthen it. (A count of calls only, without the returns to a
-caller, gives 19 stops / 5 returns to the local loss and 16 / 2 to VERL's pair.)
+The bounds are today's walk: shorten it, never lengthen it.
 """
 from __future__ import annotations
 
@@ -97,6 +96,7 @@ def count(files: list[str]) -> tuple[int, int, str]:
 
 def walk_from_the_form(backend, project, engineer, as_user, prompts_version, tiny_model, reward_fn, until=None):
     from jobs.tasks import launch_job
+    from webapp.runs import views
     from webapp.runs.models import Job
 
     client = as_user(engineer)
@@ -105,7 +105,9 @@ def walk_from_the_form(backend, project, engineer, as_user, prompts_version, tin
     assert review.status_code == 200, review.content.decode()[:2000]
     posted = {**dict(review.context["hidden"]), "launch_token": str(review.context["launch_token"]),
               "action": "launch"}
-    files: list[str] = []
+    # The view is the first stop: it hands request.POST on (a request is not a record here, so no frame of the view
+    # holds the value itself and the trace alone would start in the form).
+    files: list[str] = [views.__file__]
     with Walk(files):
         assert client.post(f"/p/{project.slug}/jobs/new/", posted).status_code == 302
     job = Job.objects.get()
@@ -116,7 +118,7 @@ def walk_from_the_form(backend, project, engineer, as_user, prompts_version, tin
     return files, job, worker
 
 
-def test_kl_coef_reaches_the_local_loss_in_at_most_27_stops_and_13_returns(
+def test_kl_coef_reaches_the_local_loss_in_at_most_24_stops_and_10_returns(
         project, engineer, as_user, prompts_version, tiny_model, reward_fn, no_enqueue, fake_supervisor):
     from training.local.train import run_job
 
@@ -126,14 +128,14 @@ def test_kl_coef_reaches_the_local_loss_in_at_most_27_stops_and_13_returns(
     assert trainer.done, "the local trainer never reached its loss"
     stops, returns, walk = count(files)
     print(f"kl_coef to the local loss: {stops} stops, {returns} returns\n{walk}")
-    assert stops <= 27 and returns <= 13, walk
+    assert stops <= 24 and returns <= 10, walk
 
 
-def test_kl_coef_reaches_the_verl_override_in_at_most_24_stops_and_10_returns(
+def test_kl_coef_reaches_the_verl_override_in_at_most_19_stops_and_6_returns(
         project, engineer, as_user, prompts_version, tiny_model, reward_fn, no_enqueue, fake_supervisor):
     files, _, worker = walk_from_the_form("verl", project, engineer, as_user, prompts_version, tiny_model, reward_fn,
                                           until=lambda frame, event: holds_verl_pair(frame))
     assert worker.done, f"no frame made the pair ({VERL_KEY}, {VALUE})"
     stops, returns, walk = count(files)
     print(f"kl_coef to VERL's {VERL_KEY}: {stops} stops, {returns} returns\n{walk}")
-    assert stops <= 24 and returns <= 10, walk
+    assert stops <= 19 and returns <= 6, walk
