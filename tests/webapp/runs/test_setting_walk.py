@@ -58,17 +58,19 @@ def holds_verl_pair(frame) -> bool:
 
 
 class Walk:
-    """sys.settrace over the project's code: the files the value is called into, in order."""
+    """sys.settrace over the project's code: the files the value is called into, in order, each with the function
+    the walk arrived in."""
 
-    def __init__(self, files: list[str], until=None):
+    def __init__(self, files: list[tuple[str, str]], until=None):
         self.files, self.until, self.done = files, until, False
 
     def _local(self, frame, event, arg):
         if self.done:
             return None
         name = frame.f_code.co_filename
-        if event in ("call", "line") and (not self.files or self.files[-1] != name) and carries(dict(frame.f_locals)):
-            self.files.append(name)
+        if event in ("call", "line") and (not self.files or self.files[-1][0] != name) and \
+                carries(dict(frame.f_locals)):
+            self.files.append((name, frame.f_code.co_name))
         if self.until is not None and self.until(frame, event):
             self.done = True
         return self._local
@@ -84,13 +86,13 @@ class Walk:
         sys.settrace(None)
 
 
-def count(files: list[str]) -> tuple[int, int, str]:
+def count(files: list[tuple[str, str]]) -> tuple[int, int, str]:
     seen, returns, lines = set(), 0, []
-    for name in files:
+    for name, function in files:
         again = name in seen
         returns += again
         seen.add(name)
-        lines.append(("  again " if again else "        ") + name[len(str(ROOT)) + 1:])
+        lines.append(f"{'  again ' if again else '        '}{name[len(str(ROOT)) + 1:]}  {function}")
     return len(files), returns, "\n".join(lines)
 
 
@@ -107,7 +109,7 @@ def walk_from_the_form(backend, project, engineer, as_user, prompts_version, tin
               "action": "launch"}
     # The view is the first stop: it hands request.POST on (a request is not a record here, so no frame of the view
     # holds the value itself and the trace alone would start in the form).
-    files: list[str] = [views.__file__]
+    files = [(views.__file__, views.job_new.__name__)]
     with Walk(files):
         assert client.post(f"/p/{project.slug}/jobs/new/", posted).status_code == 302
     job = Job.objects.get()
