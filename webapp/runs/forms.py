@@ -1,4 +1,5 @@
-"""Forms: the launch form (generated from the settings table), model registration, resume."""
+"""Forms: the launch form (generated from the settings table) and its submission (bind, plan, launch), model
+registration, resume."""
 from __future__ import annotations
 
 import uuid
