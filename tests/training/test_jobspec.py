@@ -6,7 +6,7 @@ import json
 import pytest
 
 from training.backends.base import BackendError, load_spec
-from training.jobspec import SPEC_VERSION, JobSpec, JobSpecError, read_spec, write_spec
+from training.jobspec import SPEC_VERSION, JobSpec, JobSpecError, read_spec
 
 BASE = {"job_id": 7, "kind": "grpo", "backend": "local", "model": {"path": "/m"}, "data": {"train": "data/t.jsonl"},
         "reward": {"shaping": "raw", "components": [{"type": "function", "path": "reward/r.py"}]}, "hp": {"lr": 1}}
@@ -42,5 +42,5 @@ def test_reading_from_a_run_directory(tmp_path):
     (tmp_path / "job.json").write_text("{")
     with pytest.raises(BackendError, match="not valid JSON"):
         load_spec(tmp_path)
-    assert write_spec(tmp_path, BASE) == JobSpec.from_dict(BASE).to_dict()
+    JobSpec.from_dict(BASE).write(tmp_path)
     assert read_spec(tmp_path).kind == "grpo" and json.loads((tmp_path / "job.json").read_text())["version"] == 1
