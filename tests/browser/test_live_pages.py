@@ -68,3 +68,31 @@ def test_metric_picker_and_progress_step_follow_the_run(page, live_server, proje
     _log(job, 13, 15)
     page.wait_for_function("document.getElementById('job-step').textContent === '15'")
     page.wait_for_function(f"({REWARD_LAST_X_JS})() === 15")
+
+
+def test_metrics_logged_while_the_page_first_reads_them_reach_the_picker(page, live_server, project, engineer,
+                                                                         tmp_path):
+    """The run logs its first steps after the page was rendered (no names yet) but before the page's first full read
+    of the metrics answers: that read brings the points, no live poll finds them new, and the picker must still
+    learn their names."""
+    from webapp.runs.models import Job, JobState
+
+    engineer.set_password(PASSWORD)
+    engineer.save()
+    seeded = seed_project(project, engineer, tmp_path)
+    job = Job.objects.create(project=project, name="live run", kind="grpo", state=JobState.RUNNING, preset="demo-cpu",
+                             config={**seeded.job.config, "total_steps": 40}, base_model=seeded.model,
+                             dataset_version=seeded.prompts, created_by=engineer)
+    login(page, live_server, engineer.username, PASSWORD)
+    held = []
+    page.route(f"**/monitor/jobs/{job.pk}/metrics/?**",  # the first full read waits here; later ones go through
+               lambda route: route.continue_() if held else held.append(route))
+    page.goto(f"{live_server.url}/p/acme/jobs/{job.pk}/")
+    page.wait_for_function("document.querySelectorAll('#mon-add option').length > 0")
+    assert page.evaluate(PICKER_JS) == ["No metrics logged yet"]
+    while not held:
+        page.wait_for_timeout(50)  # until the page has asked for its first full read
+    _log(job, 1, 6)
+    held[0].continue_()
+    page.wait_for_function(f"({REWARD_LAST_X_JS})() === 6")
+    page.wait_for_function(f"({PICKER_JS})()[0] === 'Add a chart…'")  # names read after the read brought points

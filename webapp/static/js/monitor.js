@@ -312,6 +312,7 @@
       lastStep = r.last_step || 0;
       renderAll();
       status(isActive ? `Live · step ${lastStep}` : `Finished (${cfg.state}) · last step ${lastStep}`);
+      if (lastStep) refreshNames();  // the read may hold metrics logged after the page's names were read
     } catch (e) { status('Could not load the metrics: ' + e.message, true); }
     loading = false;
   }
@@ -347,7 +348,7 @@
       announceStep(step);
       if (isActive && !r.is_active) { isActive = false; status(`Finished (${r.state}) · last step ${step}`); }
       else if (isActive) status(`Live · step ${step} · updated ${new Date().toLocaleTimeString()}`);
-      if (changed || reload) refreshNames();
+      if (changed) refreshNames();  // a re-read (reload) reads them itself
     } catch (e) { status('Live update failed (' + e.message + '); retrying.', true); }
     polling = false;
   }
