@@ -25,7 +25,8 @@ def _log(job, first: int, last: int, names=("critic/score/mean",)) -> None:
     Job.objects.filter(pk=job.pk).update(last_step=last)  # what the run sync records with the points
 
 
-def test_metric_picker_and_progress_step_follow_the_run(page, live_server, project, engineer, tmp_path, shot):
+def _running_job_and_login(page, live_server, project, engineer, tmp_path):
+    """A running GRPO job of 40 steps that has logged nothing yet; the engineer is logged in."""
     from webapp.runs.models import Job, JobState
 
     engineer.set_password(PASSWORD)
@@ -35,6 +36,11 @@ def test_metric_picker_and_progress_step_follow_the_run(page, live_server, proje
                              config={**seeded.job.config, "total_steps": 40}, base_model=seeded.model,
                              dataset_version=seeded.prompts, created_by=engineer)
     login(page, live_server, engineer.username, PASSWORD)
+    return job
+
+
+def test_metric_picker_and_progress_step_follow_the_run(page, live_server, project, engineer, tmp_path, shot):
+    job = _running_job_and_login(page, live_server, project, engineer, tmp_path)
     page.goto(f"{live_server.url}/p/acme/jobs/{job.pk}/")
     page.wait_for_function("document.querySelectorAll('#mon-add option').length > 0")
     assert page.evaluate(PICKER_JS) == ["No metrics logged yet"]
@@ -75,15 +81,7 @@ def test_metrics_logged_while_the_page_first_reads_them_reach_the_picker(page, l
     """The run logs its first steps after the page was rendered (no names yet) but before the page's first full read
     of the metrics answers: that read brings the points, no live poll finds them new, and the picker must still
     learn their names."""
-    from webapp.runs.models import Job, JobState
-
-    engineer.set_password(PASSWORD)
-    engineer.save()
-    seeded = seed_project(project, engineer, tmp_path)
-    job = Job.objects.create(project=project, name="live run", kind="grpo", state=JobState.RUNNING, preset="demo-cpu",
-                             config={**seeded.job.config, "total_steps": 40}, base_model=seeded.model,
-                             dataset_version=seeded.prompts, created_by=engineer)
-    login(page, live_server, engineer.username, PASSWORD)
+    job = _running_job_and_login(page, live_server, project, engineer, tmp_path)
     held = []
     page.route(f"**/monitor/jobs/{job.pk}/metrics/?**",  # the first full read waits here; later ones go through
                lambda route: route.continue_() if held else held.append(route))
