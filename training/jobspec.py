@@ -181,16 +181,16 @@ class JobSpec:
         out["sandbox"] = self.sandbox
         return out
 
-    def write(self, run_dir: str | Path) -> Path:
-        """Write this spec as `<run_dir>/job.json` (atomically)."""
-        return write_json(RunDir(run_dir).job_spec, self.to_dict())
+    def write(self, run_dir: str | Path) -> dict[str, Any]:
+        """Write this spec as `<run_dir>/job.json` (atomically); returns what the file holds."""
+        data = self.to_dict()
+        write_json(RunDir(run_dir).job_spec, data)
+        return data
 
 
 def write_spec(run_dir: str | Path, raw: dict[str, Any]) -> dict[str, Any]:
     """Check `raw` as a job spec and write it as `<run_dir>/job.json`, once; returns what the file holds."""
-    spec = JobSpec.from_dict(raw)
-    spec.write(run_dir)
-    return spec.to_dict()
+    return JobSpec.from_dict(raw).write(run_dir)
 
 
 HpCheck = Callable[[str, dict[str, Any]], dict[str, Any]]  # (kind, hp) -> the checked hp; raises ValueError
