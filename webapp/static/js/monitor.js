@@ -302,7 +302,7 @@
   }
 
   async function loadAll() {
-    const before = zoomSeq;
+    const before = zoomSeq, reread = loaded;
     loading = true;
     try {
       const r = await wb.get(cfg.api + 'metrics/?' + query(charts()));
@@ -312,7 +312,8 @@
       lastStep = r.last_step || 0;
       renderAll();
       status(isActive ? `Live · step ${lastStep}` : `Finished (${cfg.state}) · last step ${lastStep}`);
-      if (lastStep) refreshNames();  // the read may hold metrics logged after the page's names were read
+      // The read may hold metrics logged after the page's names were read (a finished run's were all read then).
+      if (lastStep && (isActive || reread)) refreshNames();
     } catch (e) { status('Could not load the metrics: ' + e.message, true); }
     loading = false;
   }
