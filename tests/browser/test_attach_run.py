@@ -34,7 +34,7 @@ def test_attach_a_verl_run_follow_it_and_roll_back(page, live_server, project, e
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.ATTACH_ROOTS = [str(tmp_path / "shared")]
     monkeypatch.setattr(attach, "SETTLE_S", 0.0)
-    monkeypatch.setattr("webapp.runs.services.launch.enqueue_launch", lambda *a, **kw: None)
+    monkeypatch.setattr("webapp.runs.services.events.enqueue_launch", lambda *a, **kw: None)
     model_dir = build_tiny_model(tmp_path / "models" / "tiny", vocab=DEMO_VOCAB, hidden=32, layers=1,
                                  max_positions=32)
     ModelEntry.objects.create(project=project, name="tiny", kind=ModelKind.CAUSAL_LM, path=str(model_dir))

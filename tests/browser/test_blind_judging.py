@@ -118,7 +118,7 @@ def test_judges_fit_the_pairs_follow_the_worker_and_get_the_ground_truth(page, l
     from webapp.registry.models import ModelEntry, ModelKind
     from webapp.runs.services import job_create, job_launch
 
-    monkeypatch.setattr("webapp.runs.services.launch.enqueue_launch", lambda *a, **k: None)
+    monkeypatch.setattr("webapp.runs.services.events.enqueue_launch", lambda *a, **k: None)
     monkeypatch.setattr("training.supervisor.spawn_supervisor", lambda attempt_dir, python=None: 424242)
     monkeypatch.setattr("webapp.monitoring.services.arena.enqueue", lambda *a, **k: None)
     monkeypatch.setattr("webapp.monitoring.services.judges.enqueue", lambda *a, **k: None)

@@ -38,19 +38,19 @@ def _demo_inputs(project, model_dir: Path):
 
 
 def test_launch_is_routed_per_job_and_the_task_is_one_service_call(monkeypatch):
-    from webapp.runs.services import launch, start
+    from webapp.runs.services import events, plan, start
 
     sent = []
     monkeypatch.setattr(current_app, "send_task", lambda name, **kw: sent.append((name, kw)))
-    launch.enqueue_launch(7, "gpu")
-    launch.enqueue_launch(8, "cpu", countdown=2)
+    events.enqueue_launch(7, "gpu")
+    events.enqueue_launch(8, "cpu", countdown=2)
     assert sent == [(launch_job.name, {"args": [7], "queue": "gpu", "countdown": None}),
                     (launch_job.name, {"args": [8], "queue": "cpu", "countdown": 2})]
-    assert launch.job_queue("verl", {"device": "auto"}) == "gpu"
-    assert launch.job_queue("verl", {"device": "cpu"}) == "cpu"  # the CPU rehearsal
-    assert launch.job_queue("local", {"device": "cuda"}) == "gpu"
-    assert launch.job_queue("local", {"device": "auto"}) == "cpu"
-    assert launch.job_queue("verl", {"device": "cpu"}) == "cpu"  # VERL rehearsed on CPU
+    assert plan.job_queue("verl", {"device": "auto"}) == "gpu"
+    assert plan.job_queue("verl", {"device": "cpu"}) == "cpu"  # the CPU rehearsal
+    assert plan.job_queue("local", {"device": "cuda"}) == "gpu"
+    assert plan.job_queue("local", {"device": "auto"}) == "cpu"
+    assert plan.job_queue("verl", {"device": "cpu"}) == "cpu"  # VERL rehearsed on CPU
     calls = []
     monkeypatch.setattr(start, "job_launch", lambda job_id: calls.append(job_id) or "launched")
     assert launch_job.run(5) == "launched" and calls == [5]

@@ -18,6 +18,7 @@ from webapp.registry.models import ModelEntry, ModelKind
 from webapp.runs import selectors
 from webapp.runs.models import Job, JobAttempt, JobKind
 from webapp.runs.services import launch
+from webapp.runs.services import plan as plan_service
 from webapp.runs.services.inputs import dry_run, plan_inputs
 
 
@@ -98,9 +99,9 @@ class JobListApi(APIView):
             plan = plan_inputs(access.project, data)
             if data["dry_run"]:
                 return Response(dry_run(plan))
-            job = launch.job_create(plan=plan, user=request.user, name=data.get("name") or None,
-                                    launch_token=data.get("launch_token"))
-        except launch.AlreadyLaunched as exc:
+            job = plan_service.job_create(plan=plan, user=request.user, name=data.get("name") or None,
+                                          launch_token=data.get("launch_token"))
+        except plan_service.AlreadyLaunched as exc:
             return Response({"detail": exc.message, "job": JobSerializer(exc.job).data},
                             status=status.HTTP_409_CONFLICT)
         except ApplicationError as exc:

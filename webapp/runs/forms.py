@@ -18,8 +18,7 @@ from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.forms import RewardSpecForm
 from webapp.runs.models import Backend, Job, JobKind
-from webapp.runs.services import launch
-from webapp.runs.services.plan import JobPlan, plan_job
+from webapp.runs.services.plan import AlreadyLaunched, JobPlan, launched_job, plan_or_create
 
 INPUT_FIELDS = ("name", "kind", "backend", "preset", "dataset_version", "include_unreviewed", "base_model",
                 "teacher_model")
@@ -290,23 +289,27 @@ class JobForm(forms.Form):
             out["human_eval"] = self.human_eval() if kind in ("grpo", "distill") else {}
         return out
 
-    def plan(self, reward_form) -> JobPlan | None:
+    def plan(self, reward_form, launch_as=None, launch_token: uuid.UUID | None = None
+             ) -> tuple[JobPlan | None, Job | None]:
         """Parse this form and the reward table and plan the launch once; every error lands next to its field,
         all in one round: a missing dataset or model does not hide the settings' and the reward's errors (the
-        plan reports the missing input itself). None: the kind, backend or preset is unparseable, so nothing can
-        be planned."""
+        plan reports the missing input itself). With `launch_as` (the user pressing Launch) and no error, the
+        plan is saved as a job in the same call (`plan_or_create`). (None, None): the kind, backend or preset is
+        unparseable, so nothing can be planned."""
         self.is_valid()
         reward_form.is_valid()
         if any(name in self.errors for name in ("kind", "backend", "preset")):
-            return None
+            return None, None
         data = self.cleaned_data
-        plan = plan_job(project=self.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
-                        hp_overrides=data["overrides"], dataset_version=data.get("dataset_version"),
-                        reward_spec=reward_form.cleaned_data.get("reward_spec"), base_model=data.get("base_model"),
-                        teacher_model=data.get("teacher_model"),
-                        include_unreviewed=data.get("include_unreviewed", False))
+        plan, job = plan_or_create(
+            project=self.project, kind=data["kind"], backend=data["backend"], preset=data["preset"],
+            hp_overrides=data["overrides"], dataset_version=data.get("dataset_version"),
+            reward_spec=reward_form.cleaned_data.get("reward_spec"), base_model=data.get("base_model"),
+            teacher_model=data.get("teacher_model"), include_unreviewed=data.get("include_unreviewed", False),
+            launch_as=None if self.errors or reward_form.errors else launch_as, name=data.get("name"),
+            launch_token=launch_token)
         self.apply_errors(plan.errors, reward_form)
-        return plan
+        return plan, job
 
     def apply_errors(self, errors: dict[str, str], reward_form=None) -> None:
         """Put each plan error next to its field (settings by key, inputs by name)."""
@@ -365,23 +368,20 @@ class Submission:
 def submit_job_form(*, project, user, data, launch_now: bool = False,
                     launch_token: uuid.UUID | None = None) -> Submission:
     """Bind and plan a POST of the New job form, every error next to its field; with `launch_now` (the review's
-    Launch button) and no error, save the job and enqueue it (`launch.job_create`), once per launch token."""
-    done = launch.launched_job(project, launch_token)
+    Launch button) and no error, save the job and enqueue it in the same call (`plan.plan_or_create`), once per
+    launch token."""
+    done = launched_job(project, launch_token)
     if done is not None:
         return Submission(None, None, None, launched_before=done)
     form, reward_form = bind_job_forms(project, data=data)
-    plan = form.plan(reward_form)
-    submission = Submission(form, reward_form, plan)
-    if not (launch_now and submission.ok):
-        return submission
     try:
-        submission.job = launch.job_create(plan=plan, user=user, name=form.cleaned_data["name"],
-                                           launch_token=launch_token)
-    except launch.AlreadyLaunched as exc:
-        submission.launched_before = exc.job
+        plan, job = form.plan(reward_form, launch_as=user if launch_now else None, launch_token=launch_token)
+    except AlreadyLaunched as exc:
+        return Submission(form, reward_form, None, launched_before=exc.job)
     except ApplicationError as exc:
         form.apply_errors(getattr(exc, "errors", None) or {exc.field or "__all__": exc.message}, reward_form)
-    return submission
+        return Submission(form, reward_form, None)
+    return Submission(form, reward_form, plan, job=job)
 
 
 class ModelRegisterForm(forms.Form):

@@ -37,6 +37,7 @@ from webapp.runs.models import Job, JobState
 from webapp.runs.services import checkpoint_models, launch, prelaunch
 from webapp.runs.services.lengths import figure as lengths_figure
 from webapp.runs.services.model_fit import model_fit
+from webapp.runs.services.plan import launched_job
 from webapp.runs.services.spec import dry_run_text, job_spec, plan_preview, run_dir_for, spec_yaml
 
 
@@ -144,7 +145,7 @@ def _already_launched(request, access, job: Job):
 def job_launched(request, slug, token):
     """Whether a review's launch token made a job yet: the review page asks when it is shown again (Back)."""
     access = project_access(request.user, slug, Role.ENGINEER)
-    job = launch.launched_job(access.project, token)
+    job = launched_job(access.project, token)
     return JsonResponse({"job": job.pk if job else None,
                          "url": reverse("runs:detail", args=[slug, job.pk]) if job else None})
 

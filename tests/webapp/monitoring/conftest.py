@@ -90,7 +90,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture
 def no_enqueue(monkeypatch):
     calls = []
-    monkeypatch.setattr("webapp.runs.services.launch.enqueue_launch",
+    monkeypatch.setattr("webapp.runs.services.events.enqueue_launch",
                         lambda job_id, queue, countdown=None: calls.append((job_id, queue, countdown)))
     return calls
 

@@ -117,7 +117,7 @@ def rm_model(project, tiny_rm_dir):
 def no_enqueue(monkeypatch):
     """Record launch enqueues instead of sending them to the broker."""
     calls = []
-    monkeypatch.setattr("webapp.runs.services.launch.enqueue_launch",
+    monkeypatch.setattr("webapp.runs.services.events.enqueue_launch",
                         lambda job_id, queue, countdown=None: calls.append((job_id, queue, countdown)))
     return calls
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.webapp.runs.test_runs_views import form_data
 from webapp.runs.models import Job
-from webapp.runs.services import launch
+from webapp.runs.services import plan
 
 pytestmark = pytest.mark.django_db
 
@@ -41,20 +41,20 @@ def test_the_service_makes_one_job_per_launch_token(project, engineer, prompts_v
     inputs = {"project": project, "user": engineer, "kind": "grpo", "backend": "local", "preset": "demo-cpu",
               "hp_overrides": {"max_steps": 10}, "dataset_version": prompts_version, "reward_spec": reward_spec,
               "base_model": tiny_model, "include_unreviewed": True, "launch_token": token}
-    job = launch.job_create(**inputs)
-    with pytest.raises(launch.AlreadyLaunched) as raised:
-        launch.job_create(**inputs)
+    job = plan.job_create(**inputs)
+    with pytest.raises(plan.AlreadyLaunched) as raised:
+        plan.job_create(**inputs)
     assert raised.value.job == job
     # two requests at once: both pass the first look, the unique column refuses the second insert
-    real, looks = launch.launched_job, []
+    real, looks = plan.launched_job, []
 
     def first_look_misses(project, token):
         looks.append(token)
         return None if len(looks) == 1 else real(project, token)
 
-    monkeypatch.setattr(launch, "launched_job", first_look_misses)
-    with pytest.raises(launch.AlreadyLaunched):
-        launch.job_create(**inputs)
+    monkeypatch.setattr(plan, "launched_job", first_look_misses)
+    with pytest.raises(plan.AlreadyLaunched):
+        plan.job_create(**inputs)
     assert Job.objects.count() == 1
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 from training.presets import DEFAULT_PRESET
 from webapp.core.services import ApplicationError
 from webapp.runs import selectors
-from webapp.runs.services.launch import JobValidationError
-from webapp.runs.services.plan import JobPlan, plan_job
+from webapp.runs.services.plan import JobPlan, JobValidationError, plan_job
 from webapp.runs.services.spec import plan_preview, resolved_text
 
 

@@ -1,24 +1,31 @@
-"""Planning a launch: every input of a job validated once, with the settings resolved by the schema
-(`training.hparams`) and the length pre-flight. What the plan becomes on disk (job.json) is `spec.py`."""
+"""A new job: every input of a launch validated once (the plan), with the settings resolved by the schema
+(`training.hparams`) and the length pre-flight, and the plan saved as a queued job (`job_create`). What the job
+becomes on disk (job.json) is `spec.py`; what happens to it afterwards (resume, rollback, cancel) is `launch.py`."""
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from django.db import IntegrityError, transaction
+
 from training import hparams as cfg
 from training.length_preflight import LENGTH_SETTINGS
 from training.length_preflight import check as preflight_check
 from training.reward_mix import SHAPINGS
+from webapp.core.audit import audit
 from webapp.core.services import ApplicationError
 from webapp.datasets.models import DatasetVersion, VersionStatus
 from webapp.registry.models import ModelEntry, ModelKind
 from webapp.rewards.models import RewardVersion
 from webapp.rewards.probes import probe_gate
 from webapp.rewards.services import reward_spec_validate
+from webapp.runs.models import Checkpoint, Job, JobAttempt, JobState
+from webapp.runs.services import events
 from webapp.runs.services.data import Pinned, select_rows
 from webapp.runs.services.lengths import length_preflight
 
@@ -26,7 +33,7 @@ from webapp.runs.services.lengths import length_preflight
 @dataclass
 class JobPlan:
     """A launch, decided once: its inputs, the resolved config, the pinned data and rewards, and every
-    error and warning. `job_create(plan=...)` saves it; `plan_preview(plan)` renders it."""
+    error and warning. `job_create(plan=...)` saves it; `spec.plan_preview(plan)` renders it."""
 
     project: Any
     kind: str
@@ -187,3 +194,118 @@ def plan_job(*, project, kind: str, backend: str, preset: str, hp_overrides: dic
                    teacher_model=teacher_model if kind == "distill" else None,
                    include_unreviewed=bool(include_unreviewed), reward_versions=versions, reward_models=models,
                    pinned=pinned, lengths=lengths)
+
+
+class JobValidationError(ApplicationError):
+    """Several field errors at once; `message`/`field` hold the first for single-error callers."""
+
+    def __init__(self, errors: dict[str, str], warnings: dict[str, str] | None = None):
+        field, message = next(iter(errors.items()))
+        super().__init__(message, field)
+        self.errors = errors
+        self.warnings = warnings or {}
+
+
+class AlreadyLaunched(ApplicationError):
+    """This reviewed launch (its launch token) already made a job: a second POST finds it, never a duplicate."""
+
+    def __init__(self, job: Job):
+        super().__init__(f"This configuration was already launched as job #{job.pk}.", "launch_token")
+        self.job = job
+
+
+def job_queue(backend: str, hp: dict) -> str:
+    """Celery queue: `gpu` for an explicit cuda device or VERL (unless on cpu), else `cpu`."""
+    device = hp.get("device")
+    return "gpu" if device == "cuda" or (backend == "verl" and device != "cpu") else "cpu"
+
+
+def _total_steps(config: dict, n_train: int) -> int | None:
+    hp = config["hp"]
+    if hp.get("max_steps"):
+        return int(hp["max_steps"])
+    if n_train and hp.get("batch_size"):
+        return max(1, n_train // min(hp["batch_size"], n_train)) * int(hp.get("epochs", 1))
+    return None
+
+
+def insert_job(*, plan: JobPlan, user, name: str | None, parent: Job | None, resume_checkpoint: Checkpoint | None,
+               reason: str, manifest: dict, launch_token: uuid.UUID | None = None) -> Job:
+    """The job row of a valid plan, its first attempt queued and its launch enqueued when the transaction commits
+    (for `job_create` and a rollback's `launch.job_create_child`)."""
+    config = dict(plan.config)
+    config["total_steps"] = _total_steps(plan.config, manifest.get("counts", {}).get("train", 0))
+    config["include_unreviewed"] = plan.include_unreviewed
+    job = Job.objects.create(
+        project=plan.project, kind=plan.kind, backend=plan.backend, preset=plan.preset, config=config,
+        name=(name or "").strip()[:200] or f"{plan.kind} · {plan.base_model.name} · {plan.preset}",
+        base_model=plan.base_model, teacher_model=plan.teacher_model, dataset_version=plan.dataset_version,
+        reward_spec=plan.reward_spec, data_manifest=manifest, parent=parent, resume_checkpoint=resume_checkpoint,
+        queue=job_queue(plan.backend, plan.config["hp"]), created_by=user, launch_token=launch_token)
+    job.reward_versions.set(plan.reward_versions)
+    resume_from = resume_checkpoint.path if resume_checkpoint else ""
+    JobAttempt.objects.create(job=job, number=1, reason=reason, resume_from=resume_from, state=JobState.QUEUED)
+    events.record_event(job.pk, "state", f"queued ({reason})", actor=user, state=JobState.QUEUED,
+                        warnings=plan.warnings)
+    transaction.on_commit(lambda: events.enqueue_launch(job.pk, job.queue))
+    return job
+
+
+def _with_lengths(plan: JobPlan) -> dict:
+    """The pinned rows' manifest with the launch's length pre-flight, which the run page shows."""
+    return {**plan.pinned.manifest, **({"lengths": plan.lengths} if plan.lengths else {})}
+
+
+def launched_job(project, launch_token: uuid.UUID | None) -> Job | None:
+    """The job a reviewed launch already made, if any."""
+    return Job.objects.filter(project=project, launch_token=launch_token).first() if launch_token else None
+
+
+def job_create(*, user, plan: JobPlan | None = None, name: str | None = None, parent: Job | None = None,
+               resume_checkpoint: Checkpoint | None = None, reason: str = "start",
+               launch_token: uuid.UUID | None = None, **inputs: Any) -> Job:
+    """Save a planned job (pinned data manifest, reward versions) and enqueue its launch.
+
+    `plan` comes from `plan_job`; callers with only the launch inputs (project, kind, backend, preset,
+    hp_overrides, dataset_version, reward_spec, base_model, teacher_model, include_unreviewed) pass
+    those instead and the job is planned here. Nothing is written to disk: the worker that launches
+    the job writes its run directory. Raises JobValidationError (an ApplicationError) with every error.
+    `launch_token` makes the launch happen once: the same token again raises AlreadyLaunched with the job
+    (the unique column settles two requests at once).
+    """
+    done = launched_job(plan.project if plan else inputs.get("project"), launch_token)
+    if done is not None:
+        raise AlreadyLaunched(done)
+    if plan is None:
+        plan = plan_job(**inputs)
+    errors = dict(plan.errors)
+    if resume_checkpoint is not None and resume_checkpoint.job.project_id != plan.project.pk:
+        errors.setdefault("resume_checkpoint", "That checkpoint is not in this project.")
+    if errors:
+        raise JobValidationError(errors, plan.warnings)
+    # Planning (a tokenizer load, the data manifest) stays outside the transaction: on SQLite a
+    # transaction holds the database's write lock from its start, and every other writer waits.
+    try:
+        with transaction.atomic():
+            job = insert_job(plan=plan, user=user, name=name, parent=parent, resume_checkpoint=resume_checkpoint,
+                             reason=reason, manifest=_with_lengths(plan), launch_token=launch_token)
+            audit(actor=user, action="job.create", project=plan.project, obj=job,
+                  summary=f"Launched {job.kind} job {job.name} ({job.backend}, preset {job.preset})",
+                  after={"config": job.config, "reward_spec": job.reward_spec,
+                         "dataset_version": plan.dataset_version.pk, "warnings": plan.warnings})
+    except IntegrityError:
+        done = launched_job(plan.project, launch_token)
+        if done is None:
+            raise
+        raise AlreadyLaunched(done) from None
+    return job
+
+
+def plan_or_create(*, launch_as=None, name: str | None = None, launch_token: uuid.UUID | None = None,
+                   **inputs: Any) -> tuple[JobPlan, Job | None]:
+    """Plan a new job and, with `launch_as` (the user launching it) and no error, save it (`job_create`): the
+    New job form's review and its Launch in one call. Raises AlreadyLaunched as `job_create` does."""
+    plan = plan_job(**inputs)
+    if launch_as is None or not plan.ok:
+        return plan, None
+    return plan, job_create(user=launch_as, plan=plan, name=name, launch_token=launch_token)

@@ -15,8 +15,9 @@ from django.utils import timezone
 
 from training.rundir import RunDir, claim_run_dir, write_atomic, write_json, write_jsonl
 from webapp.runs.models import Job, JobAttempt, JobState
-from webapp.runs.services import launch
+from webapp.runs.services import events, launch
 from webapp.runs.services.data import pinned_records
+from webapp.runs.services.events import record_event
 from webapp.runs.services.spec import job_spec, reward_filename
 from webapp.runs.services.sync import stop_lost_attempt
 
@@ -58,7 +59,7 @@ def _fail(job: Job, attempt: JobAttempt | None, message: str) -> None:
     if attempt is not None:
         JobAttempt.objects.filter(pk=attempt.pk).update(state=JobState.FAILED, ended_at=now)
     Job.objects.filter(pk=job.pk).update(state=JobState.FAILED, error=message[:5000], finished_at=now, updated_at=now)
-    launch.record_event(job.pk, "state", f"failed: {message}"[:500], state=JobState.FAILED)
+    record_event(job.pk, "state", f"failed: {message}"[:500], state=JobState.FAILED)
 
 
 def _previous_alive(job: Job) -> JobAttempt | None:
@@ -107,7 +108,7 @@ def job_launch(job_id: int) -> str:
                 _fail(job, attempt, "the previous attempt did not stop within 10 minutes; cancel it and resume again")
                 return "skipped"
             Job.objects.filter(pk=job.pk, state=JobState.STARTING).update(state=JobState.QUEUED)
-            launch.enqueue_launch(job.pk, job.queue, countdown=2)
+            events.enqueue_launch(job.pk, job.queue, countdown=2)
             return "deferred"
         run_dir = own_run_dir(job).resolve()
         spec = write_run_files(job, run_dir, attempt.resume_from)
@@ -136,7 +137,7 @@ def job_launch(job_id: int) -> str:
         state=JobState.RUNNING, run_dir=str(run_dir), attempt_count=attempt.number, started_at=job.started_at or now,
         finished_at=None, error="", heartbeat_at=now, last_step=step if step is not None else job.last_step,
         updated_at=now)
-    launch.record_event(job.pk, "state", f"running (attempt {attempt.number}, {attempt.reason})", step=step,
+    record_event(job.pk, "state", f"running (attempt {attempt.number}, {attempt.reason})", step=step,
                         state=JobState.RUNNING, attempt=attempt.number, pid=pid)
     if Job.objects.filter(pk=job.pk, cancel_requested=True).exists():  # cancelled while we spawned
         launch.request_stop(RunDir(run_dir).attempt(attempt.number).path)
@@ -153,5 +154,5 @@ def _cancelled_before_start(job: Job, attempt: JobAttempt) -> str:
     now = timezone.now()
     JobAttempt.objects.filter(pk=attempt.pk).update(state=JobState.CANCELLED, ended_at=now)
     Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, finished_at=now, updated_at=now)
-    launch.record_event(job.pk, "state", "cancelled before start", state=JobState.CANCELLED)
+    record_event(job.pk, "state", "cancelled before start", state=JobState.CANCELLED)
     return "skipped"

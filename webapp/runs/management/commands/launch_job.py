@@ -14,8 +14,8 @@ from webapp.core.models import Project
 from webapp.core.services import ApplicationError
 from webapp.runs.models import FINAL_STATES, Job, JobState
 from webapp.runs.services.inputs import dry_run, plan_inputs
-from webapp.runs.services.launch import job_create
 from webapp.runs.services.lengths import lengths_text
+from webapp.runs.services.plan import job_create
 from webapp.runs.services.start import job_launch
 from webapp.runs.services.sync import sync_job
 
