@@ -105,7 +105,7 @@ def app_leg(leg: str, model: Path, work: Path, args) -> dict:
     """The run directory the New job form writes for this preset, launched as the worker launches it.
     Distillation legs train SmolLM2's 6-layer student with SmolLM2 as the teacher."""
     from training import realtask
-    from training.backends.base import BackendError, get_backend, load_spec
+    from training.backends.base import BackendError, get_backend
     from training.rundir import RunDir, write_json
 
     backend, kind, preset = APP_LEGS[leg]
@@ -114,7 +114,7 @@ def app_leg(leg: str, model: Path, work: Path, args) -> dict:
                                   hp_overrides=settings(args, kind), teacher_dir=model if student else None,
                                   n_val=4, job_id=f"bench-{leg}")  # VERL validates before step 1
     try:
-        plan = get_backend(backend).prepare(load_spec(run), run, 1)
+        plan = get_backend(backend).prepare(run, 1)
     except BackendError as exc:
         raise SystemExit(f"refused at launch: {exc}") from None
     adir = RunDir(run).attempt(1).path

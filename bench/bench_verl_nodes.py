@@ -76,7 +76,7 @@ def run_attempt(spec: dict, run_dir: Path) -> tuple[Path, float]:
     from training.rundir import RunDir, write_json
     from training.supervisor import supervise
 
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     adir = RunDir(run_dir).attempt(1).create()
     write_json(adir.launch, plan.to_json())
     t0 = time.time()

@@ -181,15 +181,14 @@ class JobSpec:
         out["sandbox"] = self.sandbox
         return out
 
-    def write(self, run_dir: str | Path) -> dict[str, Any]:
-        """Write this spec as `<run_dir>/job.json` (atomically); returns what the file holds."""
-        data = self.to_dict()
-        write_json(RunDir(run_dir).job_spec, data)
-        return data
+    def write(self, run_dir: str | Path) -> Path:
+        """Write this spec as `<run_dir>/job.json` (atomically); returns the file's path. Whoever runs the job
+        reads it back (`read_spec`): the backend's `prepare` and the trainer."""
+        return write_json(RunDir(run_dir).job_spec, self.to_dict())
 
 
-def write_spec(run_dir: str | Path, raw: dict[str, Any]) -> dict[str, Any]:
-    """Check `raw` as a job spec and write it as `<run_dir>/job.json`, once; returns what the file holds."""
+def write_spec(run_dir: str | Path, raw: dict[str, Any]) -> Path:
+    """Check `raw` as a job spec and write it as `<run_dir>/job.json`, once; returns the file's path."""
     return JobSpec.from_dict(raw).write(run_dir)
 
 

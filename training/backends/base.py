@@ -1,7 +1,8 @@
 """The backend contract: turn a run directory into the exact command that trains it.
 
-A backend never starts anything itself. `prepare` writes whatever files the backend needs into
-the run directory and returns a `LaunchPlan`; the web app stores it as
+A backend never starts anything itself. `prepare` reads the run directory's job.json (as the worker wrote it,
+typed by `training.jobspec`), writes whatever files the backend needs into the run directory and returns a
+`LaunchPlan`; the web app stores it as
 `attempts/<K>/launch.json` and `python -m training.supervisor` runs it in its own process group.
 """
 from __future__ import annotations
@@ -67,8 +68,9 @@ class LaunchPlan:
 class Backend(Protocol):
     name: str
 
-    def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
-        """Write the backend's files into `run_dir` and return the command for attempt `attempt`."""
+    def prepare(self, run_dir: Path, attempt: int) -> LaunchPlan:
+        """Read `run_dir`'s job.json, write the backend's files into `run_dir` and return the command for attempt
+        `attempt`."""
         ...
 
     def dry_run(self, spec: dict[str, Any], run_dir: Path) -> str:

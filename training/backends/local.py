@@ -18,7 +18,7 @@ from training.rundir import RunDir
 class LocalBackend:
     name = "local"
 
-    def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
+    def prepare(self, run_dir: Path, attempt: int) -> LaunchPlan:
         """Return the command for the local trainer; it reads (and checks) job.json itself."""
         run_dir = Path(run_dir).resolve()
         if not RunDir(run_dir).job_spec.exists():

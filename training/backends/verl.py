@@ -30,6 +30,7 @@ from training.backends.base import (
     LaunchPlan,
     base_env,
     check_attempt,
+    load_spec,
     python_executable,
 )
 from training.backends.verl_overrides import RewardView, VerlJob
@@ -166,9 +167,10 @@ class VerlBackend:
         module = self._paths(run_dir, attempt).reward_module
         return str(module) if module is not None else None
 
-    def prepare(self, spec: dict[str, Any], run_dir: Path, attempt: int) -> LaunchPlan:
+    def prepare(self, run_dir: Path, attempt: int) -> LaunchPlan:
         run_dir = Path(run_dir).resolve()
-        check_attempt(attempt)  # `spec` is job.json as the worker wrote it (typed by training.jobspec): trusted
+        check_attempt(attempt)
+        spec = load_spec(run_dir)  # job.json as the worker wrote it (typed by training.jobspec)
         job = VerlJob.from_spec(spec)  # read once: what follows takes the view, or the part of it it needs
         _check_model_dir("model.path", job.model)
         if job.distill:
@@ -275,7 +277,5 @@ def stop_argv(spec: dict[str, Any], run_dir: Path, attempt: int) -> list[str] | 
 
 
 if __name__ == "__main__":  # `python -m training.backends.verl RUN_DIR` prints the dry run
-    from training.backends.base import load_spec
-
     target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".")
     print(VerlBackend().dry_run(load_spec(target), target), end="")

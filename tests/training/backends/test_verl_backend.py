@@ -23,7 +23,7 @@ def test_get_backend_knows_both_backends_and_explains_a_typo():
 
 def test_local_backend_launches_the_local_trainer_with_a_per_attempt_metrics_file(make_run):
     spec, run_dir = make_run()
-    plan = get_backend("local").prepare(spec, run_dir, 2)
+    plan = get_backend("local").prepare(run_dir, 2)
     assert plan.argv[1:] == ["-m", "training.local.train", "--run-dir", str(run_dir.resolve())]
     assert plan.env["VERL_FILE_LOGGER_PATH"] == str(run_dir.resolve() / "attempts" / "2" / "metrics.jsonl")
     assert (run_dir / "attempts" / "2").is_dir()
@@ -31,7 +31,7 @@ def test_local_backend_launches_the_local_trainer_with_a_per_attempt_metrics_fil
 
 def test_prepare_writes_parquet_reward_module_and_the_exact_command(make_run):
     spec, run_dir = make_run()
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     assert isinstance(plan, LaunchPlan)
     assert plan.argv[:3] == [sys.executable, "-m", "verl.trainer.main_ppo"]
     assert plan.cwd == str(run_dir.resolve())
@@ -55,7 +55,7 @@ def test_dry_run_writes_nothing_and_lists_one_override_per_line(make_run):
     assert lines[0] == f"# run dir: {run_dir.resolve()}"
     assert "trainer.resume_mode=disable" in lines and "python -m verl.trainer.main_ppo" in lines
     # the dry run shows what prepare will launch
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     assert [line for line in lines if not line.startswith(("#", "python"))] == plan.argv[3:]
 
 
@@ -63,7 +63,7 @@ def test_a_restart_of_the_same_run_resumes_automatically(make_run):
     spec, run_dir = make_run()
     (run_dir / "checkpoints" / "global_step_10" / "actor").mkdir(parents=True)
     (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("10")
-    plan = VerlBackend().prepare(spec, run_dir, 2)
+    plan = VerlBackend().prepare(run_dir, 2)
     assert "trainer.resume_mode=auto" in plan.argv
     assert f"hydra.run.dir={run_dir.resolve()}/attempts/2/hydra" in plan.argv
 
@@ -71,7 +71,7 @@ def test_a_restart_of_the_same_run_resumes_automatically(make_run):
 def test_resume_from_a_missing_checkpoint_is_refused(make_run, tmp_path):
     spec, run_dir = make_run({"resume_from": str(tmp_path / "gone" / "checkpoints" / "global_step_5")})
     with pytest.raises(BackendError, match="no actor/ folder"):
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
 
 
 @pytest.mark.parametrize("updates,message", [
@@ -84,14 +84,14 @@ def test_resume_from_a_missing_checkpoint_is_refused(make_run, tmp_path):
 def test_bad_specs_get_clear_errors(make_run, updates, message):
     spec, run_dir = make_run(updates)
     with pytest.raises(BackendError, match=message):
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
 
 
 def test_a_reward_with_a_syntax_error_is_refused_before_launch(make_run):
     spec, run_dir = make_run()
     (run_dir / "reward" / "exact_match.py").write_text("def compute_score(:\n")
     with pytest.raises(BackendError, match="does not compile"):
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
 
 
 def test_use_v1_without_transferqueue_is_refused(make_run, base_spec, monkeypatch):
@@ -102,13 +102,13 @@ def test_use_v1_without_transferqueue_is_refused(make_run, base_spec, monkeypatc
                         lambda name, *a: None if name == "transfer_queue" else real(name, *a))
     spec, run_dir = make_run({"verl": {**base_spec["verl"], "use_v1": True}})
     with pytest.raises(BackendError, match="TransferQueue"):
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
 
 
 def test_multi_node_is_a_ray_job_that_cancel_stops(make_run, base_spec, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "http://head:8265")
     spec, run_dir = make_run({"verl": {**base_spec["verl"], "n_gpus_per_node": 8, "nnodes": 2}})
-    plan = VerlBackend().prepare(spec, run_dir, 3)
+    plan = VerlBackend().prepare(run_dir, 3)
     sep = plan.argv.index("--")
     assert plan.argv[1:4] == ["job", "submit", "--address"] and plan.argv[4] == "http://head:8265"
     assert plan.argv[sep + 1:sep + 4] == ["python3", "-m", "verl.trainer.main_ppo"]
@@ -129,7 +129,7 @@ def test_multi_node_without_a_ray_cluster_is_a_retryable_error(make_run, base_sp
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     spec, run_dir = make_run({"verl": {**base_spec["verl"], "nnodes": 2}})
     with pytest.raises(BackendError, match="RAY_ADDRESS") as exc:
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
     assert exc.value.permanent is False
 
 
@@ -138,5 +138,5 @@ def test_reference_scoring_is_off_when_some_val_rows_lack_a_reference(make_run):
     rows = [json.loads(x) for x in (run_dir / "data/val.jsonl").read_text().splitlines()]
     rows[0]["reference"] = None
     (run_dir / "data/val.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
-    VerlBackend().prepare(spec, run_dir, 1)
+    VerlBackend().prepare(run_dir, 1)
     assert json.loads((run_dir / "verl/reward.json").read_text())["score_references"] is False

@@ -70,7 +70,7 @@ def _argv_overrides(plan) -> list[str]:
 
 def test_grpo_job_composes_and_validates(verl_compose, make_run, no_vllm, hf_cache):
     spec, run_dir = make_run()
-    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(run_dir, 1)))
     validate(cfg)
     assert cfg.algorithm.adv_estimator == "grpo"
     assert cfg.actor_rollout_ref.actor.use_kl_loss and cfg.actor_rollout_ref.actor.kl_loss_type == "low_var_kl"
@@ -83,7 +83,7 @@ def test_grpo_job_composes_and_validates(verl_compose, make_run, no_vllm, hf_cac
 def test_lora_job_composes_and_validates(verl_compose, make_run, no_vllm, hf_cache, base_spec):
     hp = {**base_spec["hp"], "lr": 1e-5, "lora": {"rank": 16, "alpha": 32, "targets": "q_proj,v_proj"}}
     spec, run_dir = make_run({"hp": hp})
-    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(run_dir, 1)))
     validate(cfg)
     assert cfg.actor_rollout_ref.model.lora_rank == 16
     assert list(cfg.actor_rollout_ref.model.target_modules) == ["q_proj", "v_proj"]
@@ -95,7 +95,7 @@ def test_model_reward_job_composes_and_validates(verl_compose, make_run, no_vllm
         {"type": "function", "path": "reward/exact_match.py", "weight": 1.0},
         {"type": "model", "path": str(rm), "weight": 0.5}]}
     spec, run_dir = make_run({"reward": reward})
-    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(run_dir, 1)))
     validate(cfg)
     assert cfg.reward.reward_model.enable and cfg.reward.reward_model.model_path == str(rm)
 
@@ -104,7 +104,7 @@ def test_resumed_job_composes_and_validates(verl_compose, make_run, no_vllm, hf_
     parent = tmp_path / "parent" / "checkpoints" / "global_step_20"
     (parent / "actor").mkdir(parents=True)
     spec, run_dir = make_run({"resume_from": str(parent)})
-    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(run_dir, 1)))
     validate(cfg)
     assert cfg.trainer.resume_mode == "resume_path"
     # verl parses the step exactly like this (ray_trainer._load_checkpoint)
@@ -116,7 +116,7 @@ def test_distillation_job_composes_and_validates(verl_compose, make_run, no_vllm
                               "reward": {"shaping": "raw", "components": []},
                               "hp": {**base_spec["hp"], "distill_mode": "on_policy"},
                               "verl": {**base_spec["verl"], "n_gpus_per_node": 4}})
-    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(run_dir, 1)))
     validate(cfg)
     assert cfg.trainer.n_gpus_per_node + cfg.distillation.n_gpus_per_node == 4
 
@@ -127,7 +127,7 @@ def test_batch_plans_pass_verl_validation_for_other_gpu_counts(verl_compose, mak
     monkeypatch.setenv("RAY_ADDRESS", "http://head:8265")  # multi-node is a ray job submission
     spec, run_dir = make_run({"hp": {**base_spec["hp"], "group_size": group, "batch_size": batch},
                               "verl": {**base_spec["verl"], "n_gpus_per_node": gpus, "nnodes": nnodes}})
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     cfg = verl_compose(plan.argv[plan.argv.index("--") + 4:])  # with RAY_ADDRESS set, every job is a ray job
     validate(cfg)
     dp = gpus * nnodes
@@ -147,7 +147,7 @@ def test_parquet_loads_through_verls_rl_dataset(verl_compose, make_run, hf_cache
     from verl.utils.config import omega_conf_to_dataclass
 
     spec, run_dir = make_run()
-    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_argv_overrides(VerlBackend().prepare(run_dir, 1)))
     model = omega_conf_to_dataclass(cfg.actor_rollout_ref.model)
     ds = create_rl_dataset(cfg.data.train_files, cfg.data, model.tokenizer, model.processor, is_train=True)
     assert len(ds) == 80  # no prompt was dropped by filter_overlong_prompts (it templates every prompt)
@@ -161,7 +161,7 @@ def test_parquet_loads_through_verls_rl_dataset(verl_compose, make_run, hf_cache
 
 def test_prepared_reward_module_is_what_verl_loads(verl_compose, make_run):
     spec, run_dir = make_run()
-    ov = _argv_overrides(VerlBackend().prepare(spec, run_dir, 1))
+    ov = _argv_overrides(VerlBackend().prepare(run_dir, 1))
     cfg = verl_compose(ov)
     assert Path(cfg.reward.custom_reward_function.path).is_file()
     assert cfg.reward.custom_reward_function.name == "compute_score"
@@ -176,7 +176,7 @@ def test_the_exact_argv_parses_through_main_ppos_own_cli(make_run, tmp_path):
     import yaml
 
     spec, run_dir = make_run(name="it's a run")
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     proc = subprocess.run([*plan.argv, "--cfg", "job"], cwd=plan.cwd, env={**os.environ, **plan.env},
                           capture_output=True, text=True, timeout=600)  # a hang guard only
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -24,7 +24,7 @@ def _overrides(plan) -> list[str]:
 
 def test_cpu_plan_composes_with_verls_config(verl_compose, make_run):
     spec, run_dir = make_run(CPU)
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     cfg = verl_compose(_overrides(plan))
     rollout, actor = cfg.actor_rollout_ref.rollout, cfg.actor_rollout_ref.actor
     assert rollout.name == "hf" and rollout.checkpoint_engine.backend == "naive"
@@ -72,10 +72,10 @@ def test_a_tokenizer_without_chat_template_gets_the_plain_one(verl_compose, make
     cfg_file.write_text(json.dumps(tok_cfg))
     (plain / "chat_template.jinja").unlink(missing_ok=True)
     spec, run_dir = make_run({**CPU, "model": {"path": str(plain), "name": "plain"}})
-    cfg = verl_compose(_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_overrides(VerlBackend().prepare(run_dir, 1)))
     assert cfg.actor_rollout_ref.model.custom_chat_template == PLAIN_CHAT_TEMPLATE
     spec, run_dir = make_run(CPU, name="templated")
-    cfg = verl_compose(_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_overrides(VerlBackend().prepare(run_dir, 1)))
     assert cfg.actor_rollout_ref.model.custom_chat_template is None
 
 
@@ -88,12 +88,12 @@ def test_what_the_cpu_rollout_cannot_do_is_refused(make_run, updates, words, mon
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     spec, run_dir = make_run(updates)
     with pytest.raises(BackendError, match=words):
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
 
 
 def test_gpu_plans_are_unchanged(make_run):
     spec, run_dir = make_run({"hp": {"device": "cuda"}})
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     assert "actor_rollout_ref.rollout.name=vllm" in plan.argv and not plan.scratch_dirs
     assert "VERL_USE_EXTERNAL_MODULES" not in plan.env
 
@@ -104,7 +104,7 @@ def test_a_cpu_job_on_a_ray_cluster_is_submitted_without_a_private_cluster(verl_
     monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
     spec, run_dir = make_run({**CPU, "hp": {"device": "cpu", "batch_size": 4, "group_size": 2},
                               "verl": {"nnodes": 2}})
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     assert plan.argv[1:5] == ["job", "submit", "--address", "http://127.0.0.1:8265"] and not plan.scratch_dirs
     sep = plan.argv.index("--")
     cfg = verl_compose(plan.argv[sep + 4:])
@@ -130,14 +130,14 @@ def test_on_policy_distillation_on_cpu_gives_the_teacher_its_own_faked_gpu(verl_
     distill = {"kind": "distill", "teacher": {"path": str(tiny_model_dir)},
                "hp": {"device": "cpu", "distill_mode": "on_policy", "distill_loss": "k3"}}
     spec, run_dir = make_run(distill)
-    cfg = verl_compose(_overrides(VerlBackend().prepare(spec, run_dir, 1)))
+    cfg = verl_compose(_overrides(VerlBackend().prepare(run_dir, 1)))
     validate(cfg)  # includes the teacher filling its pool
     assert cfg.ray_kwargs.ray_init.num_gpus == 2 and cfg.trainer.n_gpus_per_node == 1
     assert cfg.distillation.n_gpus_per_node == 1
     assert cfg.distillation.teacher_models.teacher_model.inference.name == "hf"
     spec, run_dir = make_run({**distill, "hp": {**distill["hp"], "distill_loss": "forward_kl_topk"}}, name="topk")
     with pytest.raises(BackendError, match="vLLM or SGLang"):
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
 
 
 def test_the_v1_trainer_is_the_default_on_cpu_with_one_storage_unit_and_legacy_a_choice(verl_compose, make_run):
@@ -145,7 +145,7 @@ def test_the_v1_trainer_is_the_default_on_cpu_with_one_storage_unit_and_legacy_a
 
     assert defaults("verl")["use_v1"] is True  # what the form and every preset start from
     spec, run_dir = make_run(CPU)
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     cfg = verl_compose(_overrides(plan))
     assert cfg.trainer.use_v1 is True and cfg.trainer.device == "cpu"
     assert plan.env[V1_ENV] == "1"  # the plugin patches V1's rollout dump in every Ray process
@@ -154,7 +154,7 @@ def test_the_v1_trainer_is_the_default_on_cpu_with_one_storage_unit_and_legacy_a
     assert cfg.ray_kwargs.ray_init.num_cpus == 8
 
     spec, run_dir = make_run({**CPU, "verl": {"use_v1": False}}, name="legacy")
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     cfg = verl_compose(_overrides(plan))
     assert cfg.trainer.use_v1 is False and V1_ENV not in plan.env
     assert "transfer_queue.backend.SimpleStorage.num_data_storage_units=1" not in _overrides(plan)

@@ -28,7 +28,7 @@ def test_a_planted_legacy_top_level_reward_key_stops_the_launch(make_run, monkey
 
     monkeypatch.setattr(verl_overrides, "_reward_overrides", legacy)
     with pytest.raises(BackendError) as err:
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
     message = err.value.message
     reward_fn = str(run_dir.resolve() / "verl" / "reward_fn.py")
     # the planned key resolved to VERL's default, and the legacy key holds the value VERL would not use
@@ -96,7 +96,7 @@ def test_a_host_without_verl_previews_the_command_and_leaves_the_check_to_the_wo
     assert rows == [] and "python -m verl.trainer.main_ppo" in text
     assert "VERL is not installed here: the worker checks what VERL resolves before launch" in text
     with pytest.raises(BackendError, match="VERL is not installed on this worker"):
-        VerlBackend().prepare(spec, run_dir, 1)
+        VerlBackend().prepare(run_dir, 1)
 
 
 def test_two_threads_compose_at_once(monkeypatch):

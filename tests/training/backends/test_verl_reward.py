@@ -70,7 +70,7 @@ def fake_sandbox(monkeypatch):
 
 def _prepared(make_run, updates=None) -> tuple[Path, dict]:
     spec, run_dir = make_run(updates)
-    VerlBackend().prepare(spec, run_dir, 1)
+    VerlBackend().prepare(run_dir, 1)
     return run_dir, json.loads((run_dir / "verl" / "reward.json").read_text())
 
 
@@ -267,7 +267,7 @@ def test_wrapper_loaded_by_verl_scores_like_the_sandbox(make_run, verl_compose):
     from training.models import load_tokenizer
 
     spec, run_dir = make_run()
-    plan = VerlBackend().prepare(spec, run_dir, 1)
+    plan = VerlBackend().prepare(run_dir, 1)
     cfg = verl_compose(plan.argv[3:])
     tok = load_tokenizer(spec["model"]["path"])
     manager = load_reward_manager(cfg, tok)  # verl's own loader: get_custom_reward_fn + the naive manager

@@ -35,7 +35,7 @@ def test_a_verl_dump_becomes_rollout_rows_and_component_series(make_run):
         {"type": "function", "path": "reward/exact_match.py", "weight": 1.0},
         {"type": "function", "path": "reward/length_penalty.py", "weight": 0.5}]}
     spec, run_dir = make_run({"reward": reward})
-    VerlBackend().prepare(spec, run_dir, 1)
+    VerlBackend().prepare(run_dir, 1)
     compute_score = load_extern_object(str(run_dir / "verl" / "reward_fn.py"), "compute_score")
     answers = {"1+2=": ["3", "4", "boom"], "2+2=": ["4", "4", "44"]}
     # balance_batch reorders rows: the groups must be found again by their prompt

@@ -76,12 +76,10 @@ def sandbox_block() -> dict[str, Any]:
             "memory_mb": settings.REWARD_MEMORY_MB}
 
 
-def build_spec(*, job_id: Any, kind: str, backend: str, config: dict, base_model: ModelEntry,
+def _spec_dict(*, job_id: Any, kind: str, backend: str, config: dict, base_model: ModelEntry,
                teacher_model: ModelEntry | None, reward_spec: dict, versions: list[RewardVersion],
-               models: list[ModelEntry], has_val: bool = True, resume_from: str | None = None,
-               write_to: Path | None = None) -> dict[str, Any]:
-    """The job.json of a job (also used, with a placeholder id, for the pre-launch preview), typed and
-    versioned by `training.jobspec`: what both backends read. `write_to`: the run directory to write it into."""
+               models: list[ModelEntry], has_val: bool = True, resume_from: str | None = None) -> dict[str, Any]:
+    """job.json's plain form, before `training.jobspec` types it."""
     hp = json.loads(json.dumps(config["hp"]))
     spec: dict[str, Any] = {
         "job_id": str(job_id), "kind": kind, "backend": backend,
@@ -96,17 +94,34 @@ def build_spec(*, job_id: Any, kind: str, backend: str, config: dict, base_model
         spec["verl"] = dict(config.get("verl") or {})
     spec["resume_from"] = resume_from
     spec["sandbox"] = sandbox_block()
-    return write_spec(write_to, spec) if write_to is not None else JobSpec.from_dict(spec).to_dict()
+    return spec
 
 
-def job_spec(job, resume_from: str | None = None, has_val: bool = True, write_to: Path | None = None) -> dict[str, Any]:
-    return build_spec(job_id=job.pk, kind=job.kind, backend=job.backend, config=job.config,
-                      base_model=job.base_model, teacher_model=job.teacher_model, reward_spec=job.reward_spec,
-                      versions=list(job.reward_versions.select_related("function")),
-                      models=list(ModelEntry.objects.filter(
-                          pk__in=[c.get("model_id") for c in (job.reward_spec or {}).get("components", [])
-                                  if c.get("type") == "model"])),
-                      has_val=has_val, resume_from=resume_from, write_to=write_to)
+def build_spec(**inputs: Any) -> dict[str, Any]:
+    """The job.json of a job's inputs (`_spec_dict`'s keywords; with a placeholder id for the pre-launch preview),
+    typed and versioned by `training.jobspec`: what both backends read."""
+    return JobSpec.from_dict(_spec_dict(**inputs)).to_dict()
+
+
+def _job_inputs(job: Job, resume_from: str | None, has_val: bool) -> dict[str, Any]:
+    model_ids = [c.get("model_id") for c in (job.reward_spec or {}).get("components", []) if c.get("type") == "model"]
+    return {"job_id": job.pk, "kind": job.kind, "backend": job.backend, "config": job.config,
+            "base_model": job.base_model, "teacher_model": job.teacher_model, "reward_spec": job.reward_spec,
+            "versions": list(job.reward_versions.select_related("function")),
+            "models": list(ModelEntry.objects.filter(pk__in=model_ids)), "has_val": has_val, "resume_from": resume_from}
+
+
+def job_spec(job: Job, resume_from: str | None = None, has_val: bool = True) -> dict[str, Any]:
+    """The job.json a launch of `job` writes (typed), for its page."""
+    return build_spec(**_job_inputs(job, resume_from, has_val))
+
+
+def write_job_spec(job_id: int, run_dir: Path, *, resume_from: str | None, has_val: bool) -> Path:
+    """Write a job's job.json into its run directory, built from the job's rows: the settings are read here, the one
+    place of a launch that reads them (the worker's start never does), typed and written once by
+    `training.jobspec`. The backend's `prepare` and the trainer read the file back."""
+    job = Job.objects.select_related("base_model", "teacher_model").get(pk=job_id)
+    return write_spec(run_dir, _spec_dict(**_job_inputs(job, resume_from, has_val)))
 
 
 def run_dir_for(project, job_id: Any) -> Path:

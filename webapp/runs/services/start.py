@@ -8,7 +8,6 @@ import logging
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
@@ -18,7 +17,7 @@ from webapp.runs.models import Job, JobAttempt, JobState
 from webapp.runs.services import events, launch
 from webapp.runs.services.data import pinned_records
 from webapp.runs.services.events import record_event
-from webapp.runs.services.spec import job_spec, reward_filename
+from webapp.runs.services.spec import reward_filename, write_job_spec
 from webapp.runs.services.sync import stop_lost_attempt
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,7 @@ def own_run_dir(job: Job) -> Path:
     return run.path
 
 
-def write_run_files(job: Job, run_dir: Path, resume_from: str | None) -> dict[str, Any]:
+def write_run_files(job: Job, run_dir: Path, resume_from: str | None) -> None:
     """Data, reward sources (first launch only) and job.json (every launch: hp and resume_from may change)."""
     run = RunDir(run_dir)
     if not run.data("train").exists():
@@ -51,7 +50,7 @@ def write_run_files(job: Job, run_dir: Path, resume_from: str | None) -> dict[st
             write_jsonl(run.data("val"), val)
         for rv in job.reward_versions.select_related("function"):
             write_atomic(run.reward_dir / reward_filename(rv), rv.source)
-    return job_spec(job, resume_from=resume_from or None, has_val=run.data("val").exists(), write_to=run_dir)
+    write_job_spec(job.pk, run_dir, resume_from=resume_from or None, has_val=run.data("val").exists())
 
 
 def _fail(job: Job, attempt: JobAttempt | None, message: str) -> None:
@@ -96,8 +95,9 @@ def job_launch(job_id: int) -> str:
         .update(state=JobState.STARTING, updated_at=now)
     if not claimed:
         return "skipped"
-    job = Job.objects.select_related("project", "base_model", "teacher_model", "dataset_version__dataset") \
-        .get(pk=job_id)
+    # Without its settings: they reach the run only through job.json (spec.write_job_spec reads them; the backend
+    # and the trainer read the file), so that what is written is what runs.
+    job = Job.objects.select_related("project", "dataset_version__dataset").defer("config").get(pk=job_id)
     attempt = job.attempts.filter(state=JobState.QUEUED).order_by("-number").first()
     if attempt is None:
         attempt = JobAttempt.objects.create(job=job, number=launch.next_attempt_number(job), reason="start",
@@ -111,8 +111,8 @@ def job_launch(job_id: int) -> str:
             events.enqueue_launch(job.pk, job.queue, countdown=2)
             return "deferred"
         run_dir = own_run_dir(job).resolve()
-        spec = write_run_files(job, run_dir, attempt.resume_from)
-        plan = get_backend(job.backend).prepare(spec, run_dir, attempt.number)
+        write_run_files(job, run_dir, attempt.resume_from)
+        plan = get_backend(job.backend).prepare(run_dir, attempt.number)
         if plan.ray_job:  # the driver runs on the cluster: it must see this run directory
             check_shared_storage(plan.ray_job["address"], run_dir)
         adir = RunDir(run_dir).attempt(attempt.number).create()
