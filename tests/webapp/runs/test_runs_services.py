@@ -112,7 +112,7 @@ def test_backend_refusal_fails_the_job_with_its_message(project, engineer, promp
 
     job = _create(project, engineer, prompts_version, tiny_model, reward_spec)
 
-    def refuse(self, spec, run_dir, attempt):
+    def refuse(self, run_dir, attempt):
         raise BackendError("needs 8 GPUs")
 
     monkeypatch.setattr("training.backends.local.LocalBackend.prepare", refuse)
