@@ -57,8 +57,8 @@ def job_create_child(*, parent: Job, checkpoint: Checkpoint, user, hp_overrides:
     if plan.errors:
         raise JobValidationError(plan.errors, plan.warnings)
     job = insert_job(plan=plan, user=user, name=f"{parent.name} ↳ {reason}@{checkpoint.step}", parent=parent,
-                      resume_checkpoint=checkpoint, reason=reason,
-                      manifest=plan.pinned.manifest if pinned is None else parent.data_manifest)
+                     resume_checkpoint=checkpoint, reason=reason,
+                     manifest=plan.pinned.manifest if pinned is None else parent.data_manifest)
     record_event(parent.pk, reason, f"{reason}: new job #{job.pk} from the checkpoint at step {checkpoint.step}",
                  step=checkpoint.step, actor=user, child_job=job.pk, overrides=hp_overrides or {})
     audit(actor=user, action=f"job.{reason}", project=parent.project, obj=job,

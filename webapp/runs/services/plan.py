@@ -27,6 +27,7 @@ from webapp.rewards.services import reward_spec_validate
 from webapp.runs.models import Checkpoint, Job, JobAttempt, JobState
 from webapp.runs.services import events
 from webapp.runs.services.data import Pinned, select_rows
+from webapp.runs.services.events import record_event
 from webapp.runs.services.lengths import length_preflight
 
 
@@ -245,8 +246,7 @@ def insert_job(*, plan: JobPlan, user, name: str | None, parent: Job | None, res
     job.reward_versions.set(plan.reward_versions)
     resume_from = resume_checkpoint.path if resume_checkpoint else ""
     JobAttempt.objects.create(job=job, number=1, reason=reason, resume_from=resume_from, state=JobState.QUEUED)
-    events.record_event(job.pk, "state", f"queued ({reason})", actor=user, state=JobState.QUEUED,
-                        warnings=plan.warnings)
+    record_event(job.pk, "state", f"queued ({reason})", actor=user, state=JobState.QUEUED, warnings=plan.warnings)
     transaction.on_commit(lambda: events.enqueue_launch(job.pk, job.queue))
     return job
 
