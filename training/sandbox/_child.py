@@ -449,6 +449,9 @@ def main() -> None:
     batches = _BatchView(int(cfg["batch_fd"]))
     h.set_parent_death_signal()
     h.open_index()
+    # The harness's own thread first: RLIMIT_NPROC counts the sandbox uid's tasks host-wide, and other sandboxes'
+    # tasks that appear after this one counted them must never keep the harness from starting.
+    h.start_watchdog()
     h.apply_limits()
     if cfg.get("drop_uid") is not None:
         h.drop_privileges()
@@ -458,7 +461,6 @@ def main() -> None:
         os._exit(0)
     if cfg.get("cwd"):
         os.chdir(cfg["cwd"])
-    h.start_watchdog()
     ready = h.load()
     _write(out_fd, _dumps(ready))
     if not ready.get("ready"):

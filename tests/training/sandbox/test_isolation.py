@@ -104,3 +104,25 @@ def test_folders_outside_the_allow_list_do_not_exist_in_the_sandbox(tmp_path):
         res = sb.score_batch([{"data_source": "", "solution_str": p, "ground_truth": "", "extra_info": None}
                               for p in [*probes, "/usr/bin", "/etc/hostname", sys.executable]])
     assert [r.score for r in res] == [0.0] * len(probes) + [1.0, 1.0, 1.0]
+
+
+def test_a_sandbox_starts_while_other_sandboxes_tasks_of_its_uid_grow(monkeypatch):
+    """RLIMIT_NPROC counts the sandbox uid's tasks host-wide: tasks that other sandboxes (of parallel tests, or a
+    pool's other members) start after this one counted them must not keep its harness from starting."""
+    import subprocess
+
+    uid = isolation.plan(SandboxLimits()).nproc_uid
+    if uid is None:
+        pytest.skip("no RLIMIT_NPROC budget in this isolation mode")
+    others = [subprocess.Popen(["sleep", "120"], user=None if uid == os.getuid() else uid) for _ in range(20)]
+    try:
+        counted = isolation.count_tasks(uid) - len(others)  # as counted just before the others appeared
+        monkeypatch.setattr(isolation.Launch, "nproc_base", lambda self: counted)
+        source = "def compute_score(data_source, solution_str, ground_truth, extra_info=None):\n    return 1.0\n"
+        with RewardSandbox(source, limits=SandboxLimits(max_procs=16)) as sb:
+            result = sb.score_batch([{"data_source": "x", "solution_str": "a", "ground_truth": "a"}])[0]
+        assert (result.score, result.error) == (1.0, None)
+    finally:
+        for proc in others:
+            proc.kill()
+            proc.wait()
